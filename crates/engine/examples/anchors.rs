@@ -1,0 +1,40 @@
+//! Prints every fidelity anchor: measured, predicted, error. Optional args override the
+//! calibration: per_request_nanos overlap weight_eff mfu_scale kv_eff api_overhead_ms client_cv.
+use infergate_engine::anchors::{median_error, run_all, with_calibration};
+use infergate_engine::step_time::Calibration;
+use std::time::Duration;
+
+fn main() {
+    let args: Vec<f64> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let results = if args.len() == 7 {
+        let cal = Calibration {
+            per_request_nanos: args[0],
+            prefill_overlap_penalty: args[1],
+            weight_bandwidth_efficiency: args[2],
+            mfu_scale: args[3],
+            kv_bandwidth_efficiency: args[4],
+        };
+        with_calibration(
+            cal,
+            Duration::from_secs_f64(args[5] / 1e3),
+            args[6],
+            run_all,
+        )
+    } else {
+        run_all()
+    };
+    for r in &results {
+        println!(
+            "{:<55} {:<16} measured {:>8.2} predicted {:>8.2} error {:>+6.1}%",
+            r.experiment,
+            r.figure,
+            r.measured,
+            r.predicted,
+            r.error() * 100.0
+        );
+    }
+    println!("median |error| {:.1}%", median_error(&results) * 100.0);
+}

@@ -1,0 +1,762 @@
+//! One replica: vLLM V1's scheduler loop over the block pool, LoRA slots and step-time model.
+//!
+//! The engine never reads a clock. It is told the time in [`Engine::submit`] and
+//! [`Engine::advance`], and says in [`Engine::next_wakeup`] when it next has something to do, so a
+//! real-time server and a virtual-time benchmark drive the same code.
+//!
+//! A step is planned when it starts and applied when it ends: blocks are allocated (and
+//! preemptions made) at the start, tokens are emitted and requests finish at the end. Requests
+//! that arrive while a step runs join the next one.
+//!
+//! Invariants:
+//! - a request is in exactly one of `front` (the API front end), `waiting` or `running`;
+//! - a running request holds `ceil(computed / BLOCK_SIZE)` blocks; waiting ones hold none;
+//! - `running` is in admission order, so the last entry is the preemption victim;
+//! - between steps every live request has `computed < prompt + generated`: a step computes the
+//!   missing tokens (a prefill chunk, or the one token a decode feeds back) and, once none is
+//!   missing, samples the next token — so the step that completes a prefill emits token one, as
+//!   in vLLM V1.
+
+use crate::blocks::{BlockHash, BlockPool};
+use crate::config::EngineConfig;
+use crate::lora::{AdapterId, LoadCosts, LoraSlots, SlotDecision};
+use crate::metrics::{EngineCounters, EngineGauges, FinishReason};
+use crate::rng::Rng;
+use crate::seq::{blocks_for, Seq};
+use crate::step_time::{StepShape, StepTimeModel};
+use crate::{tokens, BLOCK_SIZE};
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// A request's handle: a slot index and the slot's generation, so stale ids never alias.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RequestId(u64);
+
+impl RequestId {
+    fn new(slot: u32, generation: u32) -> RequestId {
+        RequestId(u64::from(generation) << 32 | u64::from(slot))
+    }
+    fn slot(self) -> u32 {
+        self.0 as u32
+    }
+    /// The id as a number, for logs and response ids.
+    pub fn as_u64(self) -> u64 {
+        self.0
+    }
+}
+
+/// What the caller asks the engine to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewRequest {
+    /// Prompt length in tokens.
+    pub prompt_tokens: u32,
+    /// Hashes of the prompt's full blocks, from [`tokens::block_hashes`] with the adapter's extra
+    /// key; `prompt_tokens / BLOCK_SIZE` of them.
+    pub block_hashes: Vec<BlockHash>,
+    /// Tokens to generate, at least one.
+    pub output_tokens: u32,
+    /// Why generation ends after `output_tokens`: `Length` when it hit `max_tokens`.
+    pub finish: FinishReason,
+    /// LoRA adapter name, `None` for the base model.
+    pub adapter: Option<String>,
+}
+
+/// Token counts for the response's `usage`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Usage {
+    /// Prompt tokens.
+    pub prompt_tokens: u32,
+    /// Generated tokens.
+    pub completion_tokens: u32,
+    /// Prompt tokens served from the prefix cache at first admission.
+    pub cached_tokens: u32,
+}
+
+/// Something that happened to a request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EventKind {
+    /// Output token `index` (0-based) is ready. With `report_every_token` off only index 0 is
+    /// reported.
+    Token {
+        /// Position in the output.
+        index: u32,
+    },
+    /// The request lost its KV blocks and went back to the queue; it will recompute them.
+    Preempted,
+    /// The request is done; no more events follow.
+    Finished {
+        /// Why.
+        reason: FinishReason,
+        /// Token counts.
+        usage: Usage,
+    },
+}
+
+/// An event and when it happened.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    /// Which request.
+    pub id: RequestId,
+    /// Engine time of the event.
+    pub at: Duration,
+    /// What happened.
+    pub kind: EventKind,
+}
+
+/// Why a request is refused at submission.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SubmitError {
+    /// Prompt plus output exceed `max_model_len`.
+    #[error(
+        "This model's maximum context length is {max_model_len} tokens. However, you requested \
+         {} tokens ({prompt} in the messages, {output} in the completion). Please reduce the \
+         length of the messages or completion.",
+        prompt + output
+    )]
+    TooLong {
+        /// The limit.
+        max_model_len: u32,
+        /// Prompt tokens.
+        prompt: u32,
+        /// Output tokens asked for.
+        output: u32,
+    },
+    /// The adapter was never loaded (or was unloaded).
+    #[error("The model `{0}` does not exist.")]
+    UnknownAdapter(String),
+    /// Zero output tokens, or block hashes that do not match the prompt length.
+    #[error("invalid request: {0}")]
+    Invalid(&'static str),
+}
+
+#[derive(Debug)]
+struct Step {
+    end: Duration,
+    /// Scheduled requests and the tokens each computes.
+    plan: Vec<(u32, u32)>,
+}
+
+/// One simulated replica.
+#[derive(Debug)]
+pub struct Engine {
+    config: EngineConfig,
+    step_time: StepTimeModel,
+    pool: BlockPool,
+    lora: LoraSlots,
+    adapters: Vec<Option<String>>,
+    rng: Rng,
+    slots: Vec<Option<Seq>>,
+    generations: Vec<u32>,
+    free_slots: Vec<u32>,
+    /// Requests in the API front end, with the time they reach the scheduler.
+    front: VecDeque<(Duration, u32)>,
+    waiting: VecDeque<u32>,
+    running: Vec<u32>,
+    step: Option<Step>,
+    spare_plan: Vec<(u32, u32)>,
+    aborts_pending: bool,
+    /// The latest time the engine has been told about.
+    clock: Duration,
+    slowdown: f64,
+    counters: EngineCounters,
+}
+
+impl Engine {
+    /// A replica with empty queues and a cold cache.
+    pub fn new(config: EngineConfig) -> Engine {
+        let profile = &config.profile;
+        let adapter_bytes = config.adapter_bytes();
+        Engine {
+            step_time: StepTimeModel::calibrated(profile, &config.calibration),
+            pool: BlockPool::new(config.num_gpu_blocks, config.enable_prefix_caching),
+            lora: LoraSlots::new(
+                config.max_loras as usize,
+                config.max_cpu_loras as usize,
+                LoadCosts::for_adapter_bytes(adapter_bytes),
+            ),
+            adapters: Vec::new(),
+            rng: Rng::new(config.seed),
+            slots: Vec::new(),
+            generations: Vec::new(),
+            free_slots: Vec::new(),
+            front: VecDeque::new(),
+            waiting: VecDeque::new(),
+            running: Vec::new(),
+            step: None,
+            spare_plan: Vec::new(),
+            aborts_pending: false,
+            clock: Duration::ZERO,
+            slowdown: 1.0,
+            counters: EngineCounters::default(),
+            config,
+        }
+    }
+
+    /// The configuration this engine runs with.
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// Makes an adapter servable (vLLM's `load_lora_adapter`). Its weights reach a GPU slot
+    /// when a request first needs them. Returns false if it was already known.
+    pub fn register_adapter(&mut self, name: &str) -> bool {
+        if self.adapter_id(name).is_some() {
+            return false;
+        }
+        match self.adapters.iter().position(Option::is_none) {
+            Some(free) => self.adapters[free] = Some(name.to_owned()),
+            None => self.adapters.push(Some(name.to_owned())),
+        }
+        true
+    }
+
+    /// Forgets an adapter (vLLM's `unload_lora_adapter`); requests already admitted finish.
+    /// Returns false if it was not known.
+    pub fn unregister_adapter(&mut self, name: &str) -> bool {
+        let Some(id) = self.adapter_id(name) else {
+            return false;
+        };
+        self.lora.forget(id);
+        self.adapters[id as usize] = None;
+        true
+    }
+
+    /// Names of the servable adapters, in registration order.
+    pub fn adapters(&self) -> impl Iterator<Item = &str> {
+        self.adapters.iter().flatten().map(String::as_str)
+    }
+
+    fn adapter_id(&self, name: &str) -> Option<AdapterId> {
+        self.adapters
+            .iter()
+            .position(|a| a.as_deref() == Some(name))
+            .map(|i| i as AdapterId)
+    }
+
+    /// The extra key that separates an adapter's KV from the base model's in block hashes.
+    pub fn adapter_hash_key(&self, adapter: Option<&str>) -> u64 {
+        adapter.map_or(0, |name| {
+            tokens::mix(
+                name.bytes()
+                    .fold(0xA5, |h, b| tokens::mix(h ^ u64::from(b))),
+            )
+        })
+    }
+
+    /// Sets a slowdown factor (thermal throttling); 1.0 is normal speed.
+    pub fn set_slowdown(&mut self, factor: f64) {
+        self.slowdown = factor.max(0.01);
+    }
+
+    /// Accepts a request arriving at `now`. It reaches the scheduler after the API overhead.
+    pub fn submit(&mut self, now: Duration, request: NewRequest) -> Result<RequestId, SubmitError> {
+        let NewRequest {
+            prompt_tokens,
+            block_hashes,
+            output_tokens,
+            finish,
+            adapter,
+        } = request;
+        if output_tokens == 0 {
+            return Err(SubmitError::Invalid("output_tokens must be at least 1"));
+        }
+        if prompt_tokens == 0 {
+            return Err(SubmitError::Invalid("the prompt must not be empty"));
+        }
+        if block_hashes.len() != (prompt_tokens / BLOCK_SIZE) as usize {
+            return Err(SubmitError::Invalid(
+                "block_hashes do not match prompt_tokens",
+            ));
+        }
+        let total = u64::from(prompt_tokens) + u64::from(output_tokens);
+        if total > u64::from(self.config.max_model_len) {
+            return Err(SubmitError::TooLong {
+                max_model_len: self.config.max_model_len,
+                prompt: prompt_tokens,
+                output: output_tokens,
+            });
+        }
+        let adapter = match adapter {
+            Some(name) => Some(
+                self.adapter_id(&name)
+                    .ok_or(SubmitError::UnknownAdapter(name))?,
+            ),
+            None => None,
+        };
+        let slot = match self.free_slots.pop() {
+            Some(slot) => slot,
+            None => {
+                self.slots.push(None);
+                self.generations.push(0);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.clock = self.clock.max(now);
+        let id = RequestId::new(slot, self.generations[slot as usize]);
+        let ready = now + self.config.api_overhead;
+        let seq = Seq::new(
+            id,
+            now,
+            ready,
+            prompt_tokens,
+            output_tokens,
+            finish,
+            block_hashes,
+            adapter,
+            self.rng.next_u64(),
+        );
+        self.slots[slot as usize] = Some(seq);
+        let at = self.front.partition_point(|&(t, _)| t <= ready);
+        self.front.insert(at, (ready, slot));
+        self.counters.prompt_tokens += u64::from(prompt_tokens);
+        Ok(id)
+    }
+
+    /// Cancels a request (the client went away). It finishes with `Abort` at the next step
+    /// boundary. Returns false for an unknown or finished id.
+    pub fn abort(&mut self, id: RequestId) -> bool {
+        match self.seq_mut(id) {
+            Some(seq) if !seq.aborted => {
+                seq.aborted = true;
+                self.aborts_pending = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn seq_mut(&mut self, id: RequestId) -> Option<&mut Seq> {
+        self.slots
+            .get_mut(id.slot() as usize)?
+            .as_mut()
+            .filter(|s| s.id == id)
+    }
+
+    /// When the engine next needs [`Engine::advance`]: the end of the running step, or when the
+    /// first queued request clears the API front of an idle engine. `None` when idle and empty.
+    pub fn next_wakeup(&self) -> Option<Duration> {
+        match &self.step {
+            Some(step) => Some(step.end),
+            None if self.has_leftover_work() => Some(self.clock),
+            None => self.front.front().map(|&(t, _)| t),
+        }
+    }
+
+    fn has_leftover_work(&self) -> bool {
+        !self.waiting.is_empty() || self.aborts_pending
+    }
+
+    /// Runs every step that ends at or before `now`, starting the next one as each ends, and
+    /// appends what happened to `out`.
+    pub fn advance(&mut self, now: Duration, out: &mut Vec<Event>) {
+        loop {
+            if let Some(step) = &self.step {
+                if step.end > now {
+                    return;
+                }
+                let end = step.end;
+                self.finish_step(out);
+                self.start_step(end, out);
+                continue;
+            }
+            // Idle: a step starts when the first request clears the API front end, or at once
+            // if work is already queued.
+            let due = if self.has_leftover_work() {
+                self.clock
+            } else {
+                match self.front.front() {
+                    Some(&(t, _)) => t,
+                    None => return,
+                }
+            };
+            if due > now {
+                return;
+            }
+            self.start_step(due, out);
+            if self.step.is_none() {
+                // Nothing could be scheduled; only a later arrival can change that.
+                match self.front.front() {
+                    Some(&(t, _)) if t <= now => self.clock = t,
+                    _ => return,
+                }
+            }
+        }
+    }
+
+    fn start_step(&mut self, now: Duration, out: &mut Vec<Event>) {
+        self.clock = self.clock.max(now);
+        while let Some(&(ready, slot)) = self.front.front() {
+            if ready > now {
+                break;
+            }
+            self.front.pop_front();
+            self.waiting.push_back(slot);
+        }
+        if self.aborts_pending {
+            self.reap_aborts(now, out);
+        }
+        let mut plan = std::mem::take(&mut self.spare_plan);
+        plan.clear();
+        let shape = self.schedule(now, &mut plan, out);
+        if plan.is_empty() {
+            self.spare_plan = plan;
+            return;
+        }
+        let jitter = self.rng.lognormal_factor(self.config.jitter_sigma);
+        let nanos = self.step_time.step_nanos(&shape) * self.slowdown * jitter;
+        self.counters.steps += 1;
+        self.step = Some(Step {
+            end: now + Duration::from_nanos(nanos.max(1.0) as u64),
+            plan,
+        });
+    }
+
+    /// vLLM V1's `schedule()`: running requests first (preempting the newest when blocks run
+    /// out), then, if nothing was preempted, new requests in FCFS order.
+    fn schedule(
+        &mut self,
+        now: Duration,
+        plan: &mut Vec<(u32, u32)>,
+        out: &mut Vec<Event>,
+    ) -> StepShape {
+        let mut shape = StepShape::default();
+        let mut budget = self.config.max_num_batched_tokens;
+        let mut preempted = false;
+        let mut i = 0;
+        while i < self.running.len() && budget > 0 {
+            let slot = self.running[i];
+            let Some(seq) = self.slots[slot as usize].as_ref() else {
+                break;
+            };
+            let (computed, num_tokens) = (seq.computed, seq.num_tokens());
+            let num_new = num_tokens.saturating_sub(computed).clamp(1, budget);
+            let decode = seq.generated > 0 && computed + 1 == num_tokens;
+            let needed = blocks_for(computed + num_new).saturating_sub(seq.blocks.len() as u32);
+            let mut scheduled = true;
+            while self.pool.free_blocks() < needed {
+                let Some(victim) = self.running.pop() else {
+                    break;
+                };
+                self.preempt(victim, now, out);
+                preempted = true;
+                if victim == slot {
+                    scheduled = false;
+                    break;
+                }
+            }
+            if !scheduled {
+                break;
+            }
+            let Some(seq) = self.slots[slot as usize].as_mut() else {
+                break;
+            };
+            let ok = self.pool.allocate(needed, &mut seq.blocks);
+            debug_assert!(ok, "allocation after making room");
+            if decode {
+                shape.add_decode(u64::from(computed));
+            } else {
+                shape.add_chunk(u64::from(num_new), u64::from(computed));
+            }
+            plan.push((slot, num_new));
+            budget -= num_new;
+            i += 1;
+        }
+        if !preempted {
+            self.admit_waiting(now, &mut budget, plan, &mut shape);
+        }
+        shape.distinct_adapters = self.lora.active_adapters() as u32;
+        shape
+    }
+
+    fn admit_waiting(
+        &mut self,
+        now: Duration,
+        budget: &mut u32,
+        plan: &mut Vec<(u32, u32)>,
+        shape: &mut StepShape,
+    ) {
+        let mut skipped: Vec<u32> = Vec::new();
+        while *budget > 0 && (self.running.len() as u32) < self.config.max_num_seqs {
+            let Some(&slot) = self.waiting.front() else {
+                break;
+            };
+            let Some(seq) = self.slots[slot as usize].as_mut() else {
+                self.waiting.pop_front();
+                continue;
+            };
+            let target = seq.num_tokens();
+            seq.extend_hashes(target / BLOCK_SIZE);
+            // A full hit still recomputes the last token, as vLLM does.
+            let max_hit_blocks = ((target - 1) / BLOCK_SIZE) as usize;
+            let (found, _) = self
+                .pool
+                .longest_cached_prefix(&seq.hashes[..max_hit_blocks]);
+            let hit_blocks = found as u32;
+            let hit_tokens = hit_blocks * BLOCK_SIZE;
+            let mut num_new = target - hit_tokens;
+            if num_new > *budget {
+                if !self.config.enable_chunked_prefill {
+                    break;
+                }
+                num_new = *budget;
+            }
+            let (_, evictable) = self.pool.longest_cached_prefix(&seq.hashes[..found]);
+            let needed = blocks_for(hit_tokens + num_new) - hit_blocks;
+            if self.pool.free_blocks() < needed + evictable {
+                break;
+            }
+            if let Some(adapter) = seq.adapter {
+                match self.lora.acquire(adapter, self.lora.active_adapters()) {
+                    SlotDecision::Resident => {}
+                    SlotDecision::Loaded(cost) => {
+                        shape.adapter_load += cost;
+                        self.counters.lora_loads += 1;
+                    }
+                    SlotDecision::NoSlot => {
+                        skipped.extend(self.waiting.pop_front());
+                        continue;
+                    }
+                }
+                self.lora.start_use(adapter);
+            }
+            self.waiting.pop_front();
+            let Some(seq) = self.slots[slot as usize].as_mut() else {
+                continue;
+            };
+            self.pool.touch(&seq.hashes[..found], &mut seq.blocks);
+            let ok = self.pool.allocate(needed, &mut seq.blocks);
+            debug_assert!(ok, "allocation checked above");
+            seq.computed = hit_tokens;
+            seq.offered_blocks = hit_blocks;
+            if seq.scheduled_at.is_none() {
+                seq.scheduled_at = Some(now);
+                seq.cached_prompt_tokens = hit_tokens.min(seq.prompt_tokens);
+            }
+            self.counters.prefix_cache_queries += u64::from(target);
+            self.counters.prefix_cache_hits += u64::from(hit_tokens);
+            shape.add_chunk(u64::from(num_new), u64::from(hit_tokens));
+            plan.push((slot, num_new));
+            self.running.push(slot);
+            *budget -= num_new;
+        }
+        for slot in skipped.into_iter().rev() {
+            self.waiting.push_front(slot);
+        }
+    }
+
+    fn preempt(&mut self, slot: u32, now: Duration, out: &mut Vec<Event>) {
+        let Some(seq) = self.slots[slot as usize].as_mut() else {
+            return;
+        };
+        self.pool.free_request(&seq.blocks);
+        seq.blocks.clear();
+        seq.computed = 0;
+        seq.offered_blocks = 0;
+        if let Some(adapter) = seq.adapter {
+            self.lora.end_use(adapter);
+        }
+        self.counters.preemptions += 1;
+        out.push(Event {
+            id: seq.id,
+            at: now,
+            kind: EventKind::Preempted,
+        });
+        self.waiting.push_front(slot);
+    }
+
+    fn finish_step(&mut self, out: &mut Vec<Event>) {
+        let Some(Step { end, plan }) = self.step.take() else {
+            return;
+        };
+        let mut finished_any = false;
+        for &(slot, num_new) in &plan {
+            let Some(seq) = self.slots[slot as usize].as_mut() else {
+                continue;
+            };
+            if seq.aborted {
+                continue;
+            }
+            seq.computed += num_new;
+            seq.offer_full_blocks(&mut self.pool);
+            if seq.computed < seq.num_tokens() {
+                continue;
+            }
+            seq.generated += 1;
+            self.counters.generation_tokens += 1;
+            let index = seq.generated - 1;
+            if index == 0 {
+                seq.first_token_at = Some(end);
+                self.counters
+                    .ttft
+                    .observe((end - seq.arrival).as_secs_f64());
+            } else {
+                self.counters
+                    .itl
+                    .observe((end - seq.last_token_at).as_secs_f64());
+            }
+            seq.last_token_at = end;
+            if index == 0 || self.config.report_every_token {
+                out.push(Event {
+                    id: seq.id,
+                    at: end,
+                    kind: EventKind::Token { index },
+                });
+            }
+            if seq.generated == seq.output_tokens {
+                finished_any = true;
+            }
+        }
+        if finished_any || self.aborts_pending {
+            self.finish_done(end, out);
+        }
+        self.spare_plan = plan;
+    }
+
+    /// Retires every running request that generated all its tokens.
+    fn finish_done(&mut self, now: Duration, out: &mut Vec<Event>) {
+        let mut running = std::mem::take(&mut self.running);
+        running.retain(|&slot| {
+            let done = self.slots[slot as usize]
+                .as_ref()
+                .is_some_and(|s| s.generated == s.output_tokens && !s.aborted);
+            if done {
+                self.retire(slot, now, None, out);
+            }
+            !done
+        });
+        self.running = running;
+    }
+
+    fn reap_aborts(&mut self, now: Duration, out: &mut Vec<Event>) {
+        self.aborts_pending = false;
+        let slots = &self.slots;
+        let aborted = |slot: u32| slots[slot as usize].as_ref().is_none_or(|s| s.aborted);
+        let mut doomed: Vec<u32> = self
+            .running
+            .iter()
+            .copied()
+            .filter(|&s| aborted(s))
+            .collect();
+        doomed.extend(self.waiting.iter().copied().filter(|&s| aborted(s)));
+        doomed.extend(self.front.iter().map(|&(_, s)| s).filter(|&s| aborted(s)));
+        if doomed.is_empty() {
+            return;
+        }
+        self.running.retain(|s| !doomed.contains(s));
+        self.waiting.retain(|s| !doomed.contains(s));
+        self.front.retain(|(_, s)| !doomed.contains(s));
+        for slot in doomed {
+            self.retire(slot, now, Some(FinishReason::Abort), out);
+        }
+    }
+
+    /// Frees a request's blocks and slot, records its latencies and reports it finished.
+    fn retire(
+        &mut self,
+        slot: u32,
+        now: Duration,
+        reason: Option<FinishReason>,
+        out: &mut Vec<Event>,
+    ) {
+        let Some(seq) = self.slots[slot as usize].take() else {
+            return;
+        };
+        self.pool.free_request(&seq.blocks);
+        if let Some(adapter) = seq.adapter {
+            if !seq.blocks.is_empty() {
+                self.lora.end_use(adapter);
+            }
+        }
+        let reason = reason.unwrap_or(seq.finish);
+        self.counters.count_finish(reason);
+        if reason != FinishReason::Abort {
+            let secs = |d: Duration| d.as_secs_f64();
+            self.counters.e2e.observe(secs(now - seq.arrival));
+            let scheduled = seq.scheduled_at.unwrap_or(now);
+            self.counters
+                .queue
+                .observe(secs(scheduled.saturating_sub(seq.ready)));
+            let first = seq.first_token_at.unwrap_or(now);
+            self.counters
+                .prefill
+                .observe(secs(first.saturating_sub(scheduled)));
+            self.counters
+                .decode
+                .observe(secs(now.saturating_sub(first)));
+        }
+        let usage = Usage {
+            prompt_tokens: seq.prompt_tokens,
+            completion_tokens: seq.generated,
+            cached_tokens: seq.cached_prompt_tokens,
+        };
+        out.push(Event {
+            id: seq.id,
+            at: now,
+            kind: EventKind::Finished { reason, usage },
+        });
+        self.generations[slot as usize] = self.generations[slot as usize].wrapping_add(1);
+        self.free_slots.push(slot);
+    }
+
+    /// Cumulative counters and histograms.
+    pub fn counters(&self) -> &EngineCounters {
+        &self.counters
+    }
+
+    /// Running requests.
+    pub fn num_running(&self) -> usize {
+        self.running.len()
+    }
+
+    /// Requests queued in the scheduler or still in the API front end.
+    pub fn num_waiting(&self) -> usize {
+        self.waiting.len() + self.front.len()
+    }
+
+    /// Share of KV blocks referenced by requests, 0..1.
+    pub fn kv_usage(&self) -> f64 {
+        f64::from(self.pool.used_blocks()) / f64::from(self.pool.capacity().max(1))
+    }
+
+    /// Gauges for `/metrics`.
+    pub fn gauges(&self) -> EngineGauges {
+        let names = |slots: &mut dyn Iterator<Item = &u32>| {
+            let mut v: Vec<String> = slots
+                .filter_map(|&s| self.slots[s as usize].as_ref()?.adapter)
+                .filter_map(|a| self.adapters.get(a as usize)?.clone())
+                .collect();
+            v.sort();
+            v.dedup();
+            v
+        };
+        let front_slots: Vec<u32> = self.front.iter().map(|&(_, s)| s).collect();
+        EngineGauges {
+            running: self.running.len(),
+            waiting: self.num_waiting(),
+            kv_usage: self.kv_usage(),
+            num_gpu_blocks: self.pool.capacity(),
+            block_size: BLOCK_SIZE,
+            max_lora: self.lora.max_loras(),
+            running_adapters: names(&mut self.running.iter()),
+            waiting_adapters: names(&mut self.waiting.iter().chain(front_slots.iter())),
+        }
+    }
+
+    /// True when nothing is queued, running or in flight.
+    pub fn is_idle(&self) -> bool {
+        self.step.is_none()
+            && self.running.is_empty()
+            && self.waiting.is_empty()
+            && self.front.is_empty()
+    }
+
+    /// Cached (hashed) blocks in the prefix cache, for comparing with a router's index.
+    pub fn cached_block_hashes(&self) -> usize {
+        self.pool.cached_blocks()
+    }
+
+    /// How many leading blocks of `hashes` this replica holds in its prefix cache right now.
+    pub fn cached_prefix_blocks(&self, hashes: &[BlockHash]) -> usize {
+        self.pool.longest_cached_prefix(hashes).0
+    }
+}

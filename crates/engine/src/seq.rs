@@ -1,0 +1,109 @@
+//! One request's state inside the engine.
+
+use crate::blocks::{BlockHash, BlockId, BlockPool};
+use crate::engine::RequestId;
+use crate::lora::AdapterId;
+use crate::metrics::FinishReason;
+use crate::tokens::generated_block_hash;
+use crate::BLOCK_SIZE;
+use std::time::Duration;
+
+/// Blocks needed to hold `tokens` tokens.
+pub(crate) fn blocks_for(tokens: u32) -> u32 {
+    tokens.div_ceil(BLOCK_SIZE)
+}
+
+/// A request as the scheduler sees it.
+///
+/// Invariant: `hashes` holds the prompt's full-block hashes followed by hashes of blocks that
+/// generation filled, each chained to the one before; `offered_blocks` leading blocks have been
+/// offered to the prefix cache.
+#[derive(Debug)]
+pub(crate) struct Seq {
+    pub id: RequestId,
+    pub arrival: Duration,
+    /// When it clears the API front end.
+    pub ready: Duration,
+    pub prompt_tokens: u32,
+    pub output_tokens: u32,
+    pub finish: FinishReason,
+    pub hashes: Vec<BlockHash>,
+    /// Makes generated-block hashes unique to this request.
+    salt: u64,
+    pub adapter: Option<AdapterId>,
+    pub blocks: Vec<BlockId>,
+    /// Tokens whose KV is computed.
+    pub computed: u32,
+    pub generated: u32,
+    pub offered_blocks: u32,
+    pub scheduled_at: Option<Duration>,
+    pub first_token_at: Option<Duration>,
+    pub last_token_at: Duration,
+    pub cached_prompt_tokens: u32,
+    pub aborted: bool,
+}
+
+impl Seq {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        id: RequestId,
+        arrival: Duration,
+        ready: Duration,
+        prompt_tokens: u32,
+        output_tokens: u32,
+        finish: FinishReason,
+        hashes: Vec<BlockHash>,
+        adapter: Option<AdapterId>,
+        salt: u64,
+    ) -> Seq {
+        Seq {
+            id,
+            arrival,
+            ready,
+            prompt_tokens,
+            output_tokens,
+            finish,
+            hashes,
+            salt,
+            adapter,
+            blocks: Vec::new(),
+            computed: 0,
+            generated: 0,
+            offered_blocks: 0,
+            scheduled_at: None,
+            first_token_at: None,
+            last_token_at: arrival,
+            cached_prompt_tokens: 0,
+            aborted: false,
+        }
+    }
+
+    /// Tokens of the sequence so far (prompt plus generated); the next token is sampled once
+    /// all of them are computed.
+    pub fn num_tokens(&self) -> u32 {
+        self.prompt_tokens + self.generated
+    }
+
+    /// Makes sure hashes exist for the first `full_blocks` blocks.
+    pub fn extend_hashes(&mut self, full_blocks: u32) {
+        while self.hashes.len() < full_blocks as usize {
+            let index = self.hashes.len();
+            let parent = self.hashes.last().copied().unwrap_or(self.salt);
+            self.hashes
+                .push(generated_block_hash(parent, self.salt, index));
+        }
+    }
+
+    /// Offers every newly full block to the prefix cache.
+    pub fn offer_full_blocks(&mut self, pool: &mut BlockPool) {
+        let full = self.computed / BLOCK_SIZE;
+        if full <= self.offered_blocks {
+            return;
+        }
+        self.extend_hashes(full);
+        for i in self.offered_blocks..full {
+            pool.cache_full_block(self.blocks[i as usize], self.hashes[i as usize]);
+        }
+        self.offered_blocks = full;
+    }
+}
