@@ -1,0 +1,419 @@
+//! The Picker: one per pool. It owns what is learned across requests (prefix index, latency
+//! model, no-hit LRU, sessions, tie rotation, RNG) and turns a pool snapshot and a request into a
+//! primary endpoint and ordered fallbacks.
+//!
+//! Per request the work is O(candidates) plus O(prompt blocks): the candidate list is read from
+//! the snapshot by position, the prefix match comes from the index's holder lists, and everything
+//! that depends only on membership (slot mapping, label filters) is recomputed only when the
+//! pool's membership changes. The picker takes `&mut self`: the gateway holds one per pool behind
+//! its own synchronisation (a short critical section), the simulator calls it directly.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::baseline;
+use crate::counters::InFlightGuard;
+use crate::endpoint::EndpointId;
+use crate::error::PickError;
+use crate::filter::{Filter, Outcome};
+use crate::latency::{LatencyEstimate, LatencyModel, TtftFeatures};
+use crate::policy::Policy;
+use crate::pool::{Membership, Pool};
+use crate::prefix::{IndexStats, PrefixIndex};
+use crate::request::RequestFeatures;
+use crate::rng::SplitMix64;
+use crate::scorer::state::{ColdLru, SessionTable};
+use crate::scorer::{Candidate, ScoreInput};
+use crate::select;
+
+/// Sessions remembered by the session-affinity scorer.
+const SESSION_CAPACITY: usize = 65_536;
+
+/// The endpoint chosen for a request and where to go if it fails before the first byte.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pick {
+    /// Send the request here.
+    pub primary: EndpointId,
+    /// Then try these, in order.
+    pub fallbacks: Vec<EndpointId>,
+    /// Every candidate's metrics were stale, so the pick was made without them.
+    pub metrics_fail_open: bool,
+}
+
+/// What [`Picker::on_dispatch`] returns: keep the guard as long as the response, and hand the
+/// ticket back with the observed TTFT.
+#[derive(Debug)]
+pub struct Dispatch {
+    /// Counts the request as in flight until dropped.
+    pub guard: InFlightGuard,
+    /// What the latency model needs to learn from this request's TTFT.
+    pub ticket: TtftTicket,
+}
+
+/// A request's features at the endpoint it was sent to, kept until its first token.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TtftTicket {
+    /// Where the request went.
+    pub endpoint: EndpointId,
+    /// Queue ahead and uncached tokens at dispatch.
+    pub features: TtftFeatures,
+    /// When it was dispatched.
+    pub dispatched_at: Duration,
+}
+
+/// Dense slots for endpoint ids, reused after an endpoint leaves.
+#[derive(Debug, Default)]
+struct Slots {
+    by_id: HashMap<EndpointId, u32>,
+    free: Vec<u32>,
+    next: u32,
+}
+
+impl Slots {
+    fn assign(&mut self, id: EndpointId) -> u32 {
+        if let Some(&s) = self.by_id.get(&id) {
+            return s;
+        }
+        let s = self.free.pop().unwrap_or_else(|| {
+            self.next += 1;
+            self.next - 1
+        });
+        self.by_id.insert(id, s);
+        s
+    }
+}
+
+/// Per-request buffers, kept to avoid allocating on every pick.
+#[derive(Debug, Default)]
+struct Scratch {
+    cands: Vec<Candidate>,
+    matches: Vec<(u32, u32)>,
+    matched_by_slot: Vec<u32>,
+    totals: Vec<f64>,
+    scores: Vec<f64>,
+    fallbacks: Vec<usize>,
+    positions: Vec<usize>,
+}
+
+/// The endpoint picker for one pool.
+#[derive(Debug)]
+pub struct Picker {
+    policy: Policy,
+    rng: SplitMix64,
+    rotation: u64,
+    slots: Slots,
+    synced: Option<Arc<Membership>>,
+    slot_of_pos: Vec<u32>,
+    admitted: Vec<bool>,
+    base: Vec<usize>,
+    index: PrefixIndex,
+    latency: LatencyModel,
+    cold: ColdLru,
+    sessions: SessionTable,
+    scratch: Scratch,
+}
+
+impl Picker {
+    /// A picker for `policy` whose random choices all derive from `seed`.
+    pub fn new(policy: Policy, seed: u64) -> Self {
+        let latency = match &policy {
+            Policy::Weighted(p) => LatencyModel::new(p.latency),
+            _ => LatencyModel::new(Default::default()),
+        };
+        Self {
+            policy,
+            rng: SplitMix64::new(seed),
+            rotation: 0,
+            slots: Slots::default(),
+            synced: None,
+            slot_of_pos: Vec::new(),
+            admitted: Vec::new(),
+            base: Vec::new(),
+            index: PrefixIndex::new(),
+            latency,
+            cold: ColdLru::default(),
+            sessions: SessionTable::new(SESSION_CAPACITY),
+            scratch: Scratch::default(),
+        }
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// Chooses an endpoint of `pool` for `req` at time `now`.
+    pub fn pick(
+        &mut self,
+        pool: &Pool,
+        req: &RequestFeatures,
+        now: Duration,
+    ) -> Result<Pick, PickError> {
+        self.sync(pool);
+        if pool.is_empty() {
+            return Err(PickError::EmptyPool);
+        }
+        self.gather(pool, req)?;
+        let Self {
+            policy,
+            rng,
+            rotation,
+            index,
+            latency,
+            cold,
+            sessions,
+            scratch,
+            ..
+        } = self;
+        let mut fail_open = false;
+        if let Policy::Weighted(profile) = &*policy {
+            for filter in &profile.filters {
+                if filter.apply(pool, now, &mut scratch.cands) == Outcome::FailedOpen
+                    && matches!(filter, Filter::Stale { .. })
+                {
+                    fail_open = true;
+                }
+            }
+        }
+        let hashes = &req.prompt_block_hashes;
+        if policy.needs_prefix() && !hashes.is_empty() {
+            index.match_into(hashes, &mut scratch.matches);
+            for &(slot, m) in &scratch.matches {
+                if let Some(x) = scratch.matched_by_slot.get_mut(slot as usize) {
+                    *x = m;
+                }
+            }
+            for c in &mut scratch.cands {
+                c.matched_blocks = scratch
+                    .matched_by_slot
+                    .get(c.slot as usize)
+                    .copied()
+                    .unwrap_or(0);
+            }
+            for &(slot, _) in &scratch.matches {
+                if let Some(x) = scratch.matched_by_slot.get_mut(slot as usize) {
+                    *x = 0;
+                }
+            }
+        }
+        let block_tokens = policy.prefix_params().block_size_tokens as u64;
+        let cands = &scratch.cands;
+        let key = &mut scratch.totals;
+        let primary = match &*policy {
+            Policy::RoundRobin => baseline::round_robin(cands, rotation, key),
+            Policy::Random => baseline::random(cands, rng, key),
+            Policy::LeastRequest => baseline::least_request(cands, rng, key),
+            Policy::SglangCacheAware(p) => {
+                baseline::sglang_cache_aware(cands, hashes.len(), p, key)
+            }
+            Policy::DynamoKv => baseline::dynamo_kv(
+                cands,
+                req.prompt_tokens,
+                hashes.len(),
+                block_tokens,
+                rng,
+                key,
+            ),
+            Policy::Weighted(profile) => {
+                let input = ScoreInput {
+                    pool,
+                    req,
+                    block_tokens,
+                    latency,
+                    cold_lru: cold,
+                    sessions,
+                    cold: hashes.first().is_none_or(|h| !index.is_known(*h)),
+                };
+                key.clear();
+                key.resize(cands.len(), 0.0);
+                scratch.scores.resize(cands.len(), 0.0);
+                for ws in &profile.scorers {
+                    if ws.weight == 0.0 {
+                        continue;
+                    }
+                    ws.scorer.score(&input, cands, &mut scratch.scores);
+                    for (t, s) in key.iter_mut().zip(&scratch.scores) {
+                        *t += ws.weight * s;
+                    }
+                }
+                select::primary(profile.selection, key, rng, rotation).unwrap_or(0)
+            }
+        };
+        let max_fallbacks = match &*policy {
+            Policy::Weighted(p) => p.max_fallbacks,
+            _ => crate::profile::DEFAULT_FALLBACKS,
+        };
+        select::fallbacks(key, primary, max_fallbacks, &mut scratch.fallbacks);
+        let id_at = |i: usize| cands.get(i).and_then(|c| pool.spec(c.pos())).map(|s| s.id);
+        let primary = id_at(primary).ok_or(PickError::EmptyPool)?;
+        Ok(Pick {
+            primary,
+            fallbacks: scratch.fallbacks.iter().filter_map(|&i| id_at(i)).collect(),
+            metrics_fail_open: fail_open,
+        })
+    }
+
+    /// Records that `req` was sent to `endpoint` (the primary, or the fallback actually used):
+    /// learns its prefix there, counts it as in flight and dispatched since the last scrape, and
+    /// returns the guard and the TTFT ticket.
+    pub fn on_dispatch(
+        &mut self,
+        pool: &Pool,
+        endpoint: EndpointId,
+        req: &RequestFeatures,
+        now: Duration,
+    ) -> Result<Dispatch, PickError> {
+        self.sync(pool);
+        let pos = pool
+            .position(endpoint)
+            .ok_or(PickError::UnknownEndpoint(endpoint))?;
+        let counters = pool
+            .counters_at(pos)
+            .ok_or(PickError::UnknownEndpoint(endpoint))?;
+        let slot = self.slot_of_pos.get(pos).copied().unwrap_or(0);
+        let params = self.policy.prefix_params();
+        let hashes = &req.prompt_block_hashes;
+        let mut c = Candidate::read(pool, pos, slot, true);
+        c.matched_blocks = self.index.matched_blocks(slot, hashes) as u32;
+        let cached = u64::from(c.matched_blocks).saturating_mul(params.block_size_tokens as u64);
+        let features = TtftFeatures {
+            queue_ahead: c.queue_ahead(),
+            uncached_tokens: req.prompt_tokens.saturating_sub(cached) as f64,
+        };
+        if self.policy.uses_index() {
+            if hashes.first().is_none_or(|h| !self.index.is_known(*h)) {
+                self.cold.touch(slot);
+            }
+            let m = pool.metrics_at(pos);
+            let capacity = params.capacity_for(
+                m.and_then(|m| m.num_gpu_blocks),
+                m.and_then(|m| m.block_size),
+            );
+            self.index.learn(slot, hashes, capacity);
+        }
+        if let Some(s) = &req.session {
+            self.sessions.learn(s, endpoint);
+        }
+        Ok(Dispatch {
+            guard: counters.dispatch(req.prompt_tokens),
+            ticket: TtftTicket {
+                endpoint,
+                features,
+                dispatched_at: now,
+            },
+        })
+    }
+
+    /// Learns from the first token of a dispatched request arriving after `ttft`.
+    pub fn observe_ttft(&mut self, ticket: &TtftTicket, ttft: Duration) {
+        if let Some(&slot) = self.slots.by_id.get(&ticket.endpoint) {
+            self.latency.observe(slot, &ticket.features, ttft);
+        }
+    }
+
+    /// Learns from a first token that arrived at `now` (time since the same epoch as the
+    /// dispatch's `now`).
+    pub fn observe_first_token(&mut self, ticket: &TtftTicket, now: Duration) {
+        self.observe_ttft(ticket, now.saturating_sub(ticket.dispatched_at));
+    }
+
+    /// The prefix index's occupancy and memory per endpoint of `pool` (for metrics; walks the
+    /// pool, so not for the request path).
+    pub fn prefix_index_stats(&self, pool: &Pool) -> Vec<(EndpointId, IndexStats)> {
+        pool.specs()
+            .iter()
+            .filter_map(|s| Some((s.id, self.index.stats(*self.slots.by_id.get(&s.id)?))))
+            .collect()
+    }
+
+    /// Distinct block hashes in the prefix index.
+    pub fn prefix_index_hashes(&self) -> usize {
+        self.index.distinct_hashes()
+    }
+
+    /// The latency model's current estimate for `endpoint`, once it has been seen.
+    pub fn latency_estimate(&self, endpoint: EndpointId) -> Option<LatencyEstimate> {
+        Some(self.latency.estimate(*self.slots.by_id.get(&endpoint)?))
+    }
+
+    /// Recomputes what depends on membership, when the pool's membership changed.
+    fn sync(&mut self, pool: &Pool) {
+        if self
+            .synced
+            .as_ref()
+            .is_some_and(|m| Arc::ptr_eq(m, pool.membership()))
+        {
+            return;
+        }
+        let gone: Vec<(EndpointId, u32)> = self
+            .slots
+            .by_id
+            .iter()
+            .filter(|(id, _)| pool.position(**id).is_none())
+            .map(|(id, s)| (*id, *s))
+            .collect();
+        for (id, slot) in gone {
+            self.index.forget(slot);
+            self.latency.forget(slot);
+            self.cold.forget(slot);
+            self.slots.by_id.remove(&id);
+            self.slots.free.push(slot);
+        }
+        let specs = pool.specs();
+        self.slot_of_pos = specs.iter().map(|s| self.slots.assign(s.id)).collect();
+        let filters: &[Filter] = match &self.policy {
+            Policy::Weighted(p) => &p.filters,
+            _ => &[],
+        };
+        self.admitted = specs
+            .iter()
+            .map(|s| filters.iter().all(|f| f.admits_member(s)))
+            .collect();
+        self.base = (0..specs.len()).filter(|&i| self.admitted[i]).collect();
+        self.scratch
+            .matched_by_slot
+            .resize(self.slots.next as usize, 0);
+        self.synced = Some(Arc::clone(pool.membership()));
+    }
+
+    /// Fills the candidate list: the request's subset (or every admitted endpoint), read once.
+    fn gather(&mut self, pool: &Pool, req: &RequestFeatures) -> Result<(), PickError> {
+        let fresh = match &self.policy {
+            Policy::Weighted(p) => p.fresh_load,
+            _ => false,
+        };
+        let s = &mut self.scratch;
+        s.cands.clear();
+        let positions: &[usize] = match &req.endpoint_subset {
+            Some(addrs) => {
+                s.positions.clear();
+                s.positions
+                    .extend(addrs.iter().filter_map(|a| pool.position_of_address(a)));
+                if s.positions.is_empty() {
+                    return Err(PickError::SubsetNotInPool {
+                        requested: addrs.len(),
+                    });
+                }
+                s.positions.sort_unstable();
+                s.positions.dedup();
+                let admitted = &self.admitted;
+                s.positions
+                    .retain(|&p| admitted.get(p).copied().unwrap_or(false));
+                &s.positions
+            }
+            None => &self.base,
+        };
+        if positions.is_empty() {
+            return Err(PickError::Filtered {
+                filter: "label-selector-filter",
+            });
+        }
+        let slot_of_pos = &self.slot_of_pos;
+        s.cands.extend(positions.iter().map(|&pos| {
+            let slot = slot_of_pos.get(pos).copied().unwrap_or(0);
+            Candidate::read(pool, pos, slot, fresh)
+        }));
+        Ok(())
+    }
+}

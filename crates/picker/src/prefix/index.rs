@@ -1,0 +1,394 @@
+//! The approximate prefix index.
+//!
+//! Per endpoint, an LRU of the block hashes sent to it, sized like its KV cache. Globally, a map
+//! from hash to the endpoints holding it ("holders"), so a request is matched against every
+//! endpoint at once in O(blocks + matched endpoints) instead of O(endpoints × blocks).
+//!
+//! # Invariant: holder sets are nested along a chain
+//!
+//! A request's hashes are learned deepest first (`h_n`, …, `h_1`), so `h_1` ends up the most
+//! recent. Every later touch of `h_i` is also followed by a touch of `h_1..h_{i-1}`, so a block is
+//! never older than its extensions and the LRU evicts the tail of a prefix before its head — the
+//! same order in which vLLM frees a request's blocks. Hence, for one endpoint, the hashes it holds
+//! from a chain always form a leading run, and `holders(h_{i+1}) ⊆ holders(h_i)`. "Number of
+//! leading hashes present" (upstream's match) then equals "depth of the deepest hash present", and
+//! the endpoints whose match is exactly `i` are `holders(h_i) \ holders(h_{i+1})`, which is found
+//! by a merge of two sorted lists only where the holder count drops.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
+use std::mem::size_of;
+
+use super::lru::EndpointLru;
+
+/// A holder of a hash: which endpoint slot, and where the hash sits in that slot's LRU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Holder {
+    slot: u32,
+    node: u32,
+}
+
+/// Holders of one hash, sorted by slot. Most hashes have one holder, which costs no allocation.
+#[derive(Debug)]
+enum Holders {
+    One(Holder),
+    Many(Vec<Holder>),
+}
+
+impl Holders {
+    fn as_slice(&self) -> &[Holder] {
+        match self {
+            Holders::One(h) => std::slice::from_ref(h),
+            Holders::Many(v) => v,
+        }
+    }
+
+    fn find(&self, slot: u32) -> Option<Holder> {
+        let s = self.as_slice();
+        s.binary_search_by_key(&slot, |h| h.slot)
+            .ok()
+            .and_then(|i| s.get(i).copied())
+    }
+
+    fn insert(&mut self, holder: Holder) {
+        match self {
+            Holders::One(one) => {
+                let one = *one;
+                let mut v = vec![one, holder];
+                v.sort_unstable_by_key(|h| h.slot);
+                *self = Holders::Many(v);
+            }
+            Holders::Many(v) => {
+                let at = v.partition_point(|h| h.slot < holder.slot);
+                v.insert(at, holder);
+            }
+        }
+    }
+
+    /// Removes `slot`; returns whether no holder is left.
+    fn remove(&mut self, slot: u32) -> bool {
+        match self {
+            Holders::One(one) => one.slot == slot,
+            Holders::Many(v) => {
+                if let Ok(i) = v.binary_search_by_key(&slot, |h| h.slot) {
+                    v.remove(i);
+                }
+                if let [last] = v.as_slice() {
+                    let last = *last;
+                    *self = Holders::One(last);
+                    return false;
+                }
+                v.is_empty()
+            }
+        }
+    }
+}
+
+/// Hasher for keys that are already xxh64 outputs: one multiply and a fold, instead of SipHash.
+#[derive(Debug, Clone, Copy, Default)]
+struct MixState;
+
+struct MixHasher(u64);
+
+const MIX: u64 = 0x9E37_79B9_7F4A_7C15;
+
+impl BuildHasher for MixState {
+    type Hasher = MixHasher;
+    fn build_hasher(&self) -> MixHasher {
+        MixHasher(0)
+    }
+}
+
+impl Hasher for MixHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(MIX);
+        }
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0 ^ x).wrapping_mul(MIX);
+    }
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 29)
+    }
+}
+
+/// Memory and occupancy of one endpoint's part of the index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexStats {
+    /// Block hashes held.
+    pub entries: usize,
+    /// LRU capacity in blocks.
+    pub capacity: usize,
+    /// Upper bound of the bytes these entries use (as if no hash were shared with another
+    /// endpoint).
+    pub approx_bytes: usize,
+}
+
+/// Bytes one entry costs at most: its LRU node, its holder record and (unshared) a map entry at
+/// the map's maximum load factor of 7/8.
+pub const BYTES_PER_ENTRY: usize =
+    16 + size_of::<Holder>() + (size_of::<u64>() + size_of::<Holders>() + 1) * 8 / 7;
+
+/// The approximate prefix index over endpoint slots.
+///
+/// A slot is a small dense integer the owner assigns to each endpoint (the picker maps
+/// [`crate::EndpointId`]s to slots and reuses freed ones).
+#[derive(Debug, Default)]
+pub struct PrefixIndex {
+    holders: HashMap<u64, Holders, MixState>,
+    lrus: Vec<Option<EndpointLru>>,
+}
+
+impl PrefixIndex {
+    /// An empty index.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Learns that the request with `hashes` was sent to `slot`, whose LRU holds at most
+    /// `capacity` blocks (evicting least recent blocks first when it holds more).
+    pub fn learn(&mut self, slot: u32, hashes: &[u64], capacity: usize) {
+        let capacity = capacity.max(1);
+        let idx = slot as usize;
+        if self.lrus.len() <= idx {
+            self.lrus.resize_with(idx + 1, || None);
+        }
+        let Some(entry) = self.lrus.get_mut(idx) else {
+            return;
+        };
+        let lru = entry.get_or_insert_with(|| EndpointLru::new(capacity));
+        lru.capacity = capacity;
+        while lru.len() > capacity {
+            if let Some(old) = lru.pop_oldest() {
+                forget_holder(&mut self.holders, old, slot);
+            }
+        }
+        // Deepest first, so the head of the prefix is the most recent (see the module invariant).
+        for &h in hashes.iter().rev() {
+            if let Some(holder) = self.holders.get(&h).and_then(|hs| hs.find(slot)) {
+                lru.touch(holder.node);
+                continue;
+            }
+            if lru.len() >= capacity {
+                if let Some(old) = lru.pop_oldest() {
+                    forget_holder(&mut self.holders, old, slot);
+                }
+            }
+            let node = lru.push(h);
+            let holder = Holder { slot, node };
+            match self.holders.get_mut(&h) {
+                Some(hs) => hs.insert(holder),
+                None => {
+                    self.holders.insert(h, Holders::One(holder));
+                }
+            }
+        }
+    }
+
+    /// For every endpoint that holds at least the first block, pushes `(slot, matched_blocks)`
+    /// into `out` (cleared first). Endpoints not listed match 0 blocks.
+    ///
+    /// Cost: one map lookup per block of the matched run, plus a merge of the holder lists where
+    /// the holder count drops.
+    pub fn match_into(&self, hashes: &[u64], out: &mut Vec<(u32, u32)>) {
+        out.clear();
+        let Some(mut cur) = hashes
+            .first()
+            .and_then(|h| self.holders.get(h))
+            .map(Holders::as_slice)
+        else {
+            return;
+        };
+        for i in 0..hashes.len() {
+            let next = hashes
+                .get(i + 1)
+                .and_then(|h| self.holders.get(h))
+                .map(Holders::as_slice)
+                .unwrap_or(&[]);
+            if next.len() < cur.len() {
+                // Those in `cur` but not in `next` match exactly i + 1 blocks.
+                let mut j = 0;
+                for h in cur {
+                    while next.get(j).is_some_and(|n| n.slot < h.slot) {
+                        j += 1;
+                    }
+                    if next.get(j).is_none_or(|n| n.slot != h.slot) {
+                        out.push((h.slot, (i + 1) as u32));
+                    }
+                }
+            }
+            if next.is_empty() {
+                break;
+            }
+            cur = next;
+        }
+    }
+
+    /// Leading blocks of `hashes` held by `slot`, in O(log blocks).
+    pub fn matched_blocks(&self, slot: u32, hashes: &[u64]) -> usize {
+        hashes.partition_point(|&h| self.contains(slot, h))
+    }
+
+    /// Whether `slot` holds `hash`.
+    pub fn contains(&self, slot: u32, hash: u64) -> bool {
+        self.holders
+            .get(&hash)
+            .is_some_and(|hs| hs.find(slot).is_some())
+    }
+
+    /// Whether any endpoint holds `hash` (a request whose first block is unknown is "cold").
+    pub fn is_known(&self, hash: u64) -> bool {
+        self.holders.contains_key(&hash)
+    }
+
+    /// Drops everything learned about `slot` (the endpoint left the pool).
+    pub fn forget(&mut self, slot: u32) {
+        let Some(lru) = self.lrus.get_mut(slot as usize).and_then(Option::take) else {
+            return;
+        };
+        for h in lru.hashes() {
+            forget_holder(&mut self.holders, h, slot);
+        }
+    }
+
+    /// Occupancy of `slot`.
+    pub fn stats(&self, slot: u32) -> IndexStats {
+        match self.lrus.get(slot as usize).and_then(Option::as_ref) {
+            Some(lru) => IndexStats {
+                entries: lru.len(),
+                capacity: lru.capacity,
+                approx_bytes: lru.len() * BYTES_PER_ENTRY,
+            },
+            None => IndexStats {
+                entries: 0,
+                capacity: 0,
+                approx_bytes: 0,
+            },
+        }
+    }
+
+    /// Distinct hashes held by any endpoint.
+    pub fn distinct_hashes(&self) -> usize {
+        self.holders.len()
+    }
+
+    #[cfg(test)]
+    fn check_invariants(&self) {
+        let mut total = 0;
+        for (slot, lru) in self.lrus.iter().enumerate() {
+            let Some(lru) = lru else { continue };
+            assert!(lru.len() <= lru.capacity);
+            for h in lru.hashes() {
+                let holder = self.holders[&h].find(slot as u32).unwrap();
+                assert_eq!(lru.hash_of(holder.node), Some(h));
+                total += 1;
+            }
+        }
+        let held: usize = self.holders.values().map(|h| h.as_slice().len()).sum();
+        assert_eq!(held, total);
+    }
+}
+
+fn forget_holder(holders: &mut HashMap<u64, Holders, MixState>, hash: u64, slot: u32) {
+    if let Some(hs) = holders.get_mut(&hash) {
+        if hs.remove(slot) {
+            holders.remove(&hash);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn sorted(mut v: Vec<(u32, u32)>) -> Vec<(u32, u32)> {
+        v.sort_unstable();
+        v
+    }
+
+    #[test]
+    fn match_counts_leading_blocks_per_endpoint() {
+        let mut idx = PrefixIndex::new();
+        idx.learn(0, &[1, 2, 3, 4], 100);
+        idx.learn(1, &[1, 2], 100);
+        idx.learn(2, &[9, 8], 100);
+        let mut out = Vec::new();
+        idx.match_into(&[1, 2, 3, 5], &mut out);
+        assert_eq!(sorted(out.clone()), vec![(0, 3), (1, 2)]);
+        assert_eq!(idx.matched_blocks(0, &[1, 2, 3, 5]), 3);
+        assert_eq!(idx.matched_blocks(2, &[1, 2, 3, 5]), 0);
+        idx.match_into(&[7], &mut out);
+        assert!(out.is_empty());
+        idx.check_invariants();
+    }
+
+    #[test]
+    fn lru_evicts_the_tail_of_a_prefix_before_its_head() {
+        let mut idx = PrefixIndex::new();
+        idx.learn(0, &[1, 2, 3, 4], 4);
+        idx.learn(0, &[10, 11], 4);
+        // Capacity 4: two blocks of the first chain had to go, and they are its deepest two.
+        assert!(idx.contains(0, 1) && idx.contains(0, 2));
+        assert!(!idx.contains(0, 3) && !idx.contains(0, 4));
+        assert_eq!(idx.stats(0).entries, 4);
+        idx.check_invariants();
+    }
+
+    #[test]
+    fn capacity_shrink_and_forget_release_memory() {
+        let mut idx = PrefixIndex::new();
+        idx.learn(3, &[1, 2, 3, 4, 5, 6], 10);
+        assert_eq!(idx.stats(3).entries, 6);
+        assert_eq!(idx.stats(3).approx_bytes, 6 * BYTES_PER_ENTRY);
+        idx.learn(3, &[], 2);
+        assert_eq!(idx.stats(3).entries, 2);
+        assert!(idx.contains(3, 1) && idx.contains(3, 2));
+        idx.learn(4, &[1], 10);
+        idx.forget(3);
+        assert_eq!(idx.stats(3).entries, 0);
+        assert!(idx.is_known(1));
+        assert!(!idx.is_known(2));
+        assert_eq!(idx.distinct_hashes(), 1);
+        idx.check_invariants();
+    }
+
+    /// Chains drawn from a small tree of prompts, so they share prefixes.
+    fn chain(branch: &[u8]) -> Vec<u64> {
+        let mut h = 0u64;
+        branch
+            .iter()
+            .map(|&b| {
+                h = h.wrapping_mul(31).wrapping_add(u64::from(b) + 1);
+                h
+            })
+            .collect()
+    }
+
+    proptest! {
+        #[test]
+        fn match_equals_brute_force_leading_count(
+            ops in prop::collection::vec((0u32..6, prop::collection::vec(0u8..3, 0..8), 1usize..12), 1..60),
+            query in prop::collection::vec(0u8..3, 1..8),
+        ) {
+            let mut idx = PrefixIndex::new();
+            for (slot, branch, cap) in &ops {
+                idx.learn(*slot, &chain(branch), *cap);
+            }
+            idx.check_invariants();
+            let q = chain(&query);
+            let mut out = Vec::new();
+            idx.match_into(&q, &mut out);
+            let mut expected = Vec::new();
+            for slot in 0..6u32 {
+                let leading = q.iter().take_while(|&&h| idx.contains(slot, h)).count();
+                prop_assert_eq!(idx.matched_blocks(slot, &q), leading);
+                if leading > 0 {
+                    expected.push((slot, leading as u32));
+                }
+            }
+            prop_assert_eq!(sorted(out), expected);
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! A scheduling profile: filters, weighted scorers and a picker — what both configuration formats
+//! (HyperPod `weights` and GIE `EndpointPickerConfig`) are turned into.
+
+use std::time::Duration;
+
+use crate::filter::Filter;
+use crate::latency::LatencyParams;
+use crate::prefix::PrefixParams;
+use crate::scorer::Scorer;
+use crate::select::{Selection, TieBreak};
+
+/// Metrics older than this are stale (20 scrape intervals at the default 50 ms): long enough that
+/// one slow scrape of a busy server does not eject it, short enough that a dead pod leaves within
+/// a second.
+pub const DEFAULT_MAX_METRICS_AGE: Duration = Duration::from_secs(1);
+
+/// Fallbacks returned after the primary unless configured otherwise.
+pub const DEFAULT_FALLBACKS: usize = 2;
+
+/// A scorer with its weight.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WeightedScorer {
+    /// The scorer.
+    pub scorer: Scorer,
+    /// Its weight in the sum (finite, non-negative).
+    pub weight: f64,
+}
+
+/// The internal form of a picker configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Profile {
+    /// Name, for reports.
+    pub name: String,
+    /// Filters, applied in order.
+    pub filters: Vec<Filter>,
+    /// Scorers and weights; the total is the weighted sum.
+    pub scorers: Vec<WeightedScorer>,
+    /// How the primary is chosen from the totals.
+    pub selection: Selection,
+    /// How many fallbacks to return after the primary.
+    pub max_fallbacks: usize,
+    /// Credit each endpoint's scraped queue with requests dispatched since its last scrape (and
+    /// still in flight). Off only to reproduce upstream's behaviour.
+    pub fresh_load: bool,
+    /// Prefix index parameters.
+    pub prefix: PrefixParams,
+    /// Latency model parameters.
+    pub latency: LatencyParams,
+}
+
+impl Profile {
+    /// A profile with infergate's mechanics (stale exclusion, fresh load, rotated ties) and the
+    /// given scorers: what a HyperPod `weights` block becomes.
+    pub fn with_scorers(name: impl Into<String>, scorers: Vec<WeightedScorer>) -> Self {
+        Self {
+            name: name.into(),
+            filters: vec![Filter::Stale {
+                max_age: DEFAULT_MAX_METRICS_AGE,
+            }],
+            scorers,
+            selection: Selection::MaxScore {
+                ties: TieBreak::Rotate,
+            },
+            max_fallbacks: DEFAULT_FALLBACKS,
+            fresh_load: true,
+            prefix: PrefixParams::default(),
+            latency: LatencyParams::default(),
+        }
+    }
+
+    /// `gie-default`: queue 2, kvCache 2, prefix 3 with upstream formulas, max-score picker with
+    /// random ties, no dispatch credit and no stale exclusion (upstream keeps stale pods
+    /// schedulable on their last metrics) — upstream as it ships, to measure against.
+    pub fn gie_default() -> Self {
+        Self {
+            name: "gie-default".into(),
+            filters: Vec::new(),
+            scorers: vec![
+                weighted(Scorer::Queue, 2.0),
+                weighted(Scorer::KvCache, 2.0),
+                weighted(Scorer::Prefix, 3.0),
+            ],
+            selection: Selection::MaxScore {
+                ties: TieBreak::Random,
+            },
+            max_fallbacks: DEFAULT_FALLBACKS,
+            fresh_load: false,
+            prefix: PrefixParams::default(),
+            latency: LatencyParams::default(),
+        }
+    }
+
+    /// `infergate`, the default policy; `docs/picker.md` explains each choice.
+    ///
+    /// - fresh load: the scraped queue plus requests dispatched since the scrape;
+    /// - the documented 2/2/3 (queue, kvCache, prefix), with prefix affinity that yields to load;
+    /// - predicted latency (4): the learned per-endpoint TTFT model, which tells GPU generations
+    ///   apart and prices a prefix hit against a longer queue in seconds;
+    /// - KV headroom (2) and a filter at 97 % KV use, to keep requests off pods about to preempt;
+    /// - LoRA residency (2), neutral for base-model requests;
+    /// - stale exclusion, and rotated ties.
+    pub fn infergate() -> Self {
+        let mut p = Self::with_scorers(
+            "infergate",
+            vec![
+                weighted(Scorer::Queue, 2.0),
+                weighted(Scorer::KvCache, 2.0),
+                weighted(Scorer::PrefixYieldingToLoad { slack: 4.0 }, 3.0),
+                weighted(Scorer::PredictedLatency, 4.0),
+                weighted(Scorer::KvHeadroom { soft_limit: 0.85 }, 2.0),
+                weighted(Scorer::LoraAffinity, 2.0),
+            ],
+        );
+        p.filters.push(Filter::Saturation {
+            max_waiting: None,
+            max_kv: Some(0.97),
+        });
+        p
+    }
+
+    /// Whether any scorer reads the prefix match.
+    pub(crate) fn needs_prefix(&self) -> bool {
+        self.scorers.iter().any(|s| s.scorer.needs_prefix())
+    }
+}
+
+/// Shorthand for a [`WeightedScorer`].
+pub fn weighted(scorer: Scorer, weight: f64) -> WeightedScorer {
+    WeightedScorer { scorer, weight }
+}
