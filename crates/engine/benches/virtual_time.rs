@@ -3,11 +3,13 @@
 //! `saturated_8b_h100_60s`: one Llama-3.1-8B/H100 replica offered 254 req/s of the KubeCon
 //! shared-prefix workload (above its ~175 req/s capacity) for 60 simulated seconds.
 //! `fleet_64_replicas_10s`: 64 such replicas, each offered the same overload, for 10 simulated
-//! seconds. Divide the simulated seconds by the reported time for the speed-up over real time.
+//! seconds. `saturated_8b_h100_conversation_60s`: one replica offered 40 req/s of
+//! conversation-shaped requests (above its capacity) for 60 simulated seconds. Divide the
+//! simulated seconds by the reported time for the speed-up over real time.
 
 #![allow(clippy::expect_used)]
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use infergate_engine::drive::{run, Arrival};
 use infergate_engine::{tokens, Engine, EngineConfig, Event, FinishReason, NewRequest, Profile};
 use std::cmp::Reverse;
@@ -27,6 +29,30 @@ fn arrivals(rate: f64, seconds: f64) -> Vec<Arrival> {
                     prompt_tokens: 192,
                     block_hashes: tokens::block_hashes(&prompt, 0),
                     output_tokens: 64,
+                    finish: FinishReason::Length,
+                    adapter: None,
+                },
+            }
+        })
+        .collect()
+}
+
+/// Conversation-shaped traffic: prompt and output lengths lognormal with the Azure 2023
+/// conversation trace's means (1,155 and 211 tokens), sent at `rate`.
+fn conversation_arrivals(rate: f64, seconds: f64) -> Vec<Arrival> {
+    let mut rng = infergate_engine::rng::Rng::new(5);
+    let count = (rate * seconds) as u32;
+    (0..count)
+        .map(|i| {
+            let prompt_len = (1_155.0 * rng.lognormal_factor(0.8)).clamp(16.0, 14_000.0) as u32;
+            let output = (211.0 * rng.lognormal_factor(0.9)).clamp(1.0, 1_000.0) as u32;
+            let prompt: Vec<u32> = (0..prompt_len).map(|t| i * 20_000 + t).collect();
+            Arrival {
+                at: Duration::from_secs_f64(f64::from(i) / rate),
+                request: NewRequest {
+                    prompt_tokens: prompt_len,
+                    block_hashes: tokens::block_hashes(&prompt, 0),
+                    output_tokens: output,
                     finish: FinishReason::Length,
                     adapter: None,
                 },
@@ -86,19 +112,44 @@ fn fleet(replicas: usize, rate: f64, seconds: f64) -> usize {
 fn virtual_time(c: &mut Criterion) {
     let mut group = c.benchmark_group("virtual_time");
     group.sample_size(10);
+    let shared_prefix = arrivals(254.0, 60.0);
     group.bench_function("saturated_8b_h100_60s", |b| {
-        b.iter(|| {
-            let mut e = engine();
-            let record = run(&mut e, arrivals(254.0, 60.0), 448, Duration::from_secs(60));
-            assert!(
-                record
-                    .requests
-                    .iter()
-                    .filter(|r| r.finished.is_some())
-                    .count()
-                    > 5_000
-            );
-        })
+        b.iter_batched(
+            || shared_prefix.clone(),
+            |work| {
+                let mut e = engine();
+                let record = run(&mut e, work, 448, Duration::from_secs(60));
+                assert!(
+                    record
+                        .requests
+                        .iter()
+                        .filter(|r| r.finished.is_some())
+                        .count()
+                        > 5_000
+                );
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    let conversation = conversation_arrivals(40.0, 60.0);
+    group.bench_function("saturated_8b_h100_conversation_60s", |b| {
+        b.iter_batched(
+            || conversation.clone(),
+            |work| {
+                let profile = Profile::lookup("llama-3.1-8b", "h100", 1).expect("profile");
+                let mut e = Engine::new(EngineConfig::new(profile));
+                let record = run(&mut e, work, 1_024, Duration::from_secs(60));
+                assert!(
+                    record
+                        .requests
+                        .iter()
+                        .filter(|r| r.finished.is_some())
+                        .count()
+                        > 500
+                );
+            },
+            BatchSize::LargeInput,
+        )
     });
     group.bench_function("fleet_64_replicas_10s", |b| {
         b.iter(|| assert!(fleet(64, 254.0, 10.0) > 64 * 1_000));

@@ -9,6 +9,7 @@
 //!   list for a new allocation evicts its hash.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// A block's position in the pool.
 pub type BlockId = u32;
@@ -17,6 +18,27 @@ pub type BlockId = u32;
 pub type BlockHash = u64;
 
 const NIL: u32 = u32::MAX;
+
+/// Block hashes are already uniformly mixed 64-bit values, so the map uses them as they are
+/// instead of hashing them again (SipHash was a tenth of the simulator's time).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct IdentityHasher(u64);
+
+impl Hasher for IdentityHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+type HashIndex = HashMap<BlockHash, BlockId, BuildHasherDefault<IdentityHasher>>;
 
 #[derive(Debug, Clone)]
 struct Block {
@@ -33,7 +55,7 @@ pub struct BlockPool {
     head: u32,
     tail: u32,
     free: u32,
-    cached: HashMap<BlockHash, BlockId>,
+    cached: HashIndex,
     caching: bool,
 }
 
@@ -45,7 +67,10 @@ impl BlockPool {
             head: NIL,
             tail: NIL,
             free: 0,
-            cached: HashMap::new(),
+            cached: HashIndex::with_capacity_and_hasher(
+                if caching { num_blocks as usize } else { 0 },
+                BuildHasherDefault::default(),
+            ),
             caching,
         };
         for id in 0..num_blocks {

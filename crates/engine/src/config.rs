@@ -76,6 +76,14 @@ pub enum ConfigError {
         /// Longest sequence.
         max_model_len: u32,
     },
+    /// vLLM refuses a step budget smaller than the batch.
+    #[error("max_num_batched_tokens ({batched}) must be at least max_num_seqs ({seqs})")]
+    BudgetBelowSeqs {
+        /// Step budget.
+        batched: u32,
+        /// Batch limit.
+        seqs: u32,
+    },
     /// A limit set to zero.
     #[error("{0} must be at least 1")]
     Zero(&'static str),
@@ -113,6 +121,12 @@ impl EngineConfig {
         }
         if self.max_model_len == 0 {
             return Err(ConfigError::Zero("max_model_len"));
+        }
+        if self.max_num_batched_tokens < self.max_num_seqs {
+            return Err(ConfigError::BudgetBelowSeqs {
+                batched: self.max_num_batched_tokens,
+                seqs: self.max_num_seqs,
+            });
         }
         let capacity = u64::from(self.num_gpu_blocks) * u64::from(crate::BLOCK_SIZE);
         if u64::from(self.max_model_len) > capacity {

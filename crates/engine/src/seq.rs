@@ -41,7 +41,30 @@ pub(crate) struct Seq {
     pub last_token_at: Duration,
     pub cached_prompt_tokens: u32,
     pub aborted: bool,
+    /// Set while the request decodes one token a step: its state is then derived from the
+    /// step count instead of being updated every step.
+    pub decode: Option<DecodeAnchor>,
+    /// Bumped whenever `decode` is replaced, so stale finish-calendar entries are ignored.
+    pub epoch: u32,
+    /// Neighbours in the running list (admission order); `NIL` at the ends or when not running.
+    pub prev: u32,
+    pub next: u32,
 }
+
+/// Where a decoding request's state was last written down. After `n` more steps it has
+/// computed `computed + n` tokens and generated `generated + n`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DecodeAnchor {
+    /// Steps applied when the anchor was set.
+    pub base_step: u64,
+    pub computed: u32,
+    pub generated: u32,
+    /// Position in its block-wheel bucket.
+    pub bucket_pos: u32,
+}
+
+/// Marks the end of a linked list.
+pub(crate) const NIL: u32 = u32::MAX;
 
 impl Seq {
     #[allow(clippy::too_many_arguments)]
@@ -75,6 +98,10 @@ impl Seq {
             last_token_at: arrival,
             cached_prompt_tokens: 0,
             aborted: false,
+            decode: None,
+            epoch: 0,
+            prev: NIL,
+            next: NIL,
         }
     }
 
@@ -82,6 +109,15 @@ impl Seq {
     /// all of them are computed.
     pub fn num_tokens(&self) -> u32 {
         self.prompt_tokens + self.generated
+    }
+
+    /// Writes a decoding request's derived state down, given the steps applied so far.
+    pub fn materialize(&mut self, steps_done: u64) {
+        if let Some(anchor) = self.decode {
+            let n = (steps_done - anchor.base_step) as u32;
+            self.computed = anchor.computed + n;
+            self.generated = anchor.generated + n;
+        }
     }
 
     /// Makes sure hashes exist for the first `full_blocks` blocks.
@@ -94,9 +130,20 @@ impl Seq {
         }
     }
 
-    /// Offers every newly full block to the prefix cache.
+    /// Offers every newly full block of the prompt to the prefix cache. Blocks holding generated
+    /// tokens are hashed with this request's salt, so no other request can ever hit them; they
+    /// are offered only when the request is preempted (its recomputation can hit them), which
+    /// gives the same hits as caching them at once for a fraction of the work.
     pub fn offer_full_blocks(&mut self, pool: &mut BlockPool) {
-        let full = self.computed / BLOCK_SIZE;
+        self.offer_blocks_up_to(self.computed.min(self.prompt_tokens) / BLOCK_SIZE, pool);
+    }
+
+    /// Offers every full block, generated ones too (before a preemption frees them).
+    pub fn offer_all_full_blocks(&mut self, pool: &mut BlockPool) {
+        self.offer_blocks_up_to(self.computed / BLOCK_SIZE, pool);
+    }
+
+    fn offer_blocks_up_to(&mut self, full: u32, pool: &mut BlockPool) {
         if full <= self.offered_blocks {
             return;
         }

@@ -10,8 +10,9 @@
 //!
 //! Invariants:
 //! - a request is in exactly one of `front` (the API front end), `waiting` or `running`;
-//! - a running request holds `ceil(computed / BLOCK_SIZE)` blocks; waiting ones hold none;
-//! - `running` is in admission order, so the last entry is the preemption victim;
+//! - a running request holds the blocks for the tokens it has computed or is computing; waiting
+//!   ones hold none;
+//! - `running` keeps admission order, so its newest entry is the preemption victim;
 //! - between steps every live request has `computed < prompt + generated`: a step computes the
 //!   missing tokens (a prefill chunk, or the one token a decode feeds back) and, once none is
 //!   missing, samples the next token — so the step that completes a prefill emits token one, as
@@ -19,14 +20,18 @@
 
 use crate::blocks::{BlockHash, BlockPool};
 use crate::config::EngineConfig;
-use crate::lora::{AdapterId, LoadCosts, LoraSlots, SlotDecision};
+use crate::lora::{AdapterId, LoadCosts, LoraSlots};
 use crate::metrics::{EngineCounters, EngineGauges, FinishReason};
 use crate::rng::Rng;
-use crate::seq::{blocks_for, Seq};
-use crate::step_time::{StepShape, StepTimeModel};
+use crate::seq::Seq;
+use crate::step_time::StepTimeModel;
 use crate::{tokens, BLOCK_SIZE};
+use running::Running;
 use std::collections::VecDeque;
 use std::time::Duration;
+
+mod running;
+mod schedule;
 
 /// A request's handle: a slot index and the slot's generation, so stale ids never alias.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -131,8 +136,11 @@ pub enum SubmitError {
 
 #[derive(Debug)]
 struct Step {
+    start: Duration,
     end: Duration,
-    /// Scheduled requests and the tokens each computes.
+    /// Decoding requests in the step (each computes one token; not listed in `plan`).
+    decoders: usize,
+    /// Prefilling requests scheduled and the tokens each computes.
     plan: Vec<(u32, u32)>,
 }
 
@@ -151,9 +159,14 @@ pub struct Engine {
     /// Requests in the API front end, with the time they reach the scheduler.
     front: VecDeque<(Duration, u32)>,
     waiting: VecDeque<u32>,
-    running: Vec<u32>,
+    running: Running,
     step: Option<Step>,
+    /// Steps applied so far; decoding requests derive their state from it.
+    steps_done: u64,
     spare_plan: Vec<(u32, u32)>,
+    spare_slots: Vec<u32>,
+    /// Adapter load time the step being planned pays.
+    pending_adapter_load: Duration,
     aborts_pending: bool,
     /// The latest time the engine has been told about.
     clock: Duration,
@@ -181,9 +194,12 @@ impl Engine {
             free_slots: Vec::new(),
             front: VecDeque::new(),
             waiting: VecDeque::new(),
-            running: Vec::new(),
+            running: Running::new(),
             step: None,
+            steps_done: 0,
             spare_plan: Vec::new(),
+            spare_slots: Vec::new(),
+            pending_adapter_load: Duration::ZERO,
             aborts_pending: false,
             clock: Duration::ZERO,
             slowdown: 1.0,
@@ -398,182 +414,65 @@ impl Engine {
         let mut plan = std::mem::take(&mut self.spare_plan);
         plan.clear();
         let shape = self.schedule(now, &mut plan, out);
-        if plan.is_empty() {
+        if plan.is_empty() && self.running.decoding() == 0 {
             self.spare_plan = plan;
             return;
         }
         let jitter = self.rng.lognormal_factor(self.config.jitter_sigma);
         let nanos = self.step_time.step_nanos(&shape) * self.slowdown * jitter;
         self.counters.steps += 1;
+        let end = now + Duration::from_nanos(nanos.max(1.0) as u64);
         self.step = Some(Step {
-            end: now + Duration::from_nanos(nanos.max(1.0) as u64),
+            start: now,
+            end,
+            decoders: self.running.decoding(),
             plan,
         });
     }
 
-    /// vLLM V1's `schedule()`: running requests first (preempting the newest when blocks run
-    /// out), then, if nothing was preempted, new requests in FCFS order.
-    fn schedule(
-        &mut self,
-        now: Duration,
-        plan: &mut Vec<(u32, u32)>,
-        out: &mut Vec<Event>,
-    ) -> StepShape {
-        let mut shape = StepShape::default();
-        let mut budget = self.config.max_num_batched_tokens;
-        let mut preempted = false;
-        let mut i = 0;
-        while i < self.running.len() && budget > 0 {
-            let slot = self.running[i];
-            let Some(seq) = self.slots[slot as usize].as_ref() else {
-                break;
-            };
-            let (computed, num_tokens) = (seq.computed, seq.num_tokens());
-            let num_new = num_tokens.saturating_sub(computed).clamp(1, budget);
-            let decode = seq.generated > 0 && computed + 1 == num_tokens;
-            let needed = blocks_for(computed + num_new).saturating_sub(seq.blocks.len() as u32);
-            let mut scheduled = true;
-            while self.pool.free_blocks() < needed {
-                let Some(victim) = self.running.pop() else {
-                    break;
-                };
-                self.preempt(victim, now, out);
-                preempted = true;
-                if victim == slot {
-                    scheduled = false;
-                    break;
-                }
-            }
-            if !scheduled {
-                break;
-            }
-            let Some(seq) = self.slots[slot as usize].as_mut() else {
-                break;
-            };
-            let ok = self.pool.allocate(needed, &mut seq.blocks);
-            debug_assert!(ok, "allocation after making room");
-            if decode {
-                shape.add_decode(u64::from(computed));
-            } else {
-                shape.add_chunk(u64::from(num_new), u64::from(computed));
-            }
-            plan.push((slot, num_new));
-            budget -= num_new;
-            i += 1;
-        }
-        if !preempted {
-            self.admit_waiting(now, &mut budget, plan, &mut shape);
-        }
-        shape.distinct_adapters = self.lora.active_adapters() as u32;
-        shape
-    }
-
-    fn admit_waiting(
-        &mut self,
-        now: Duration,
-        budget: &mut u32,
-        plan: &mut Vec<(u32, u32)>,
-        shape: &mut StepShape,
-    ) {
-        let mut skipped: Vec<u32> = Vec::new();
-        while *budget > 0 && (self.running.len() as u32) < self.config.max_num_seqs {
-            let Some(&slot) = self.waiting.front() else {
-                break;
-            };
-            let Some(seq) = self.slots[slot as usize].as_mut() else {
-                self.waiting.pop_front();
-                continue;
-            };
-            let target = seq.num_tokens();
-            seq.extend_hashes(target / BLOCK_SIZE);
-            // A full hit still recomputes the last token, as vLLM does.
-            let max_hit_blocks = ((target - 1) / BLOCK_SIZE) as usize;
-            let (found, _) = self
-                .pool
-                .longest_cached_prefix(&seq.hashes[..max_hit_blocks]);
-            let hit_blocks = found as u32;
-            let hit_tokens = hit_blocks * BLOCK_SIZE;
-            let mut num_new = target - hit_tokens;
-            if num_new > *budget {
-                if !self.config.enable_chunked_prefill {
-                    break;
-                }
-                num_new = *budget;
-            }
-            let (_, evictable) = self.pool.longest_cached_prefix(&seq.hashes[..found]);
-            let needed = blocks_for(hit_tokens + num_new) - hit_blocks;
-            if self.pool.free_blocks() < needed + evictable {
-                break;
-            }
-            if let Some(adapter) = seq.adapter {
-                match self.lora.acquire(adapter, self.lora.active_adapters()) {
-                    SlotDecision::Resident => {}
-                    SlotDecision::Loaded(cost) => {
-                        shape.adapter_load += cost;
-                        self.counters.lora_loads += 1;
-                    }
-                    SlotDecision::NoSlot => {
-                        skipped.extend(self.waiting.pop_front());
-                        continue;
-                    }
-                }
-                self.lora.start_use(adapter);
-            }
-            self.waiting.pop_front();
-            let Some(seq) = self.slots[slot as usize].as_mut() else {
-                continue;
-            };
-            self.pool.touch(&seq.hashes[..found], &mut seq.blocks);
-            let ok = self.pool.allocate(needed, &mut seq.blocks);
-            debug_assert!(ok, "allocation checked above");
-            seq.computed = hit_tokens;
-            seq.offered_blocks = hit_blocks;
-            if seq.scheduled_at.is_none() {
-                seq.scheduled_at = Some(now);
-                seq.cached_prompt_tokens = hit_tokens.min(seq.prompt_tokens);
-            }
-            self.counters.prefix_cache_queries += u64::from(target);
-            self.counters.prefix_cache_hits += u64::from(hit_tokens);
-            shape.add_chunk(u64::from(num_new), u64::from(hit_tokens));
-            plan.push((slot, num_new));
-            self.running.push(slot);
-            *budget -= num_new;
-        }
-        for slot in skipped.into_iter().rev() {
-            self.waiting.push_front(slot);
-        }
-    }
-
-    fn preempt(&mut self, slot: u32, now: Duration, out: &mut Vec<Event>) {
-        let Some(seq) = self.slots[slot as usize].as_mut() else {
-            return;
-        };
-        self.pool.free_request(&seq.blocks);
-        seq.blocks.clear();
-        seq.computed = 0;
-        seq.offered_blocks = 0;
-        if let Some(adapter) = seq.adapter {
-            self.lora.end_use(adapter);
-        }
-        self.counters.preemptions += 1;
-        out.push(Event {
-            id: seq.id,
-            at: now,
-            kind: EventKind::Preempted,
-        });
-        self.waiting.push_front(slot);
-    }
-
+    /// Applies the running step at its end: every decoder gains a token, prefill chunks land,
+    /// prompts that completed sample their first token, finished requests retire.
     fn finish_step(&mut self, out: &mut Vec<Event>) {
-        let Some(Step { end, plan }) = self.step.take() else {
+        let Some(Step {
+            start,
+            end,
+            decoders,
+            plan,
+        }) = self.step.take()
+        else {
             return;
         };
-        let mut finished_any = false;
+        let step = self.steps_done;
+        self.steps_done += 1;
+        self.running.step_applied();
+        self.counters.generation_tokens += decoders as u64;
+        self.counters
+            .itl
+            .observe_many((end - start).as_secs_f64(), decoders as u64);
+        if self.config.report_every_token {
+            for slot in self.running.decoders() {
+                let Some(seq) = self.slots[slot as usize].as_mut() else {
+                    continue;
+                };
+                seq.materialize(self.steps_done);
+                seq.last_token_at = end;
+                out.push(Event {
+                    id: seq.id,
+                    at: end,
+                    kind: EventKind::Token {
+                        index: seq.generated - 1,
+                    },
+                });
+            }
+        }
+        let mut done = std::mem::take(&mut self.spare_slots);
+        done.clear();
+        self.running.pop_finished(&self.slots, step, &mut done);
         for &(slot, num_new) in &plan {
             let Some(seq) = self.slots[slot as usize].as_mut() else {
                 continue;
             };
-            if seq.aborted {
+            if seq.aborted || seq.decode.is_some() {
                 continue;
             }
             seq.computed += num_new;
@@ -581,6 +480,7 @@ impl Engine {
             if seq.computed < seq.num_tokens() {
                 continue;
             }
+            // The prompt (or the recomputation after a preemption) is complete: sample.
             seq.generated += 1;
             self.counters.generation_tokens += 1;
             let index = seq.generated - 1;
@@ -603,54 +503,75 @@ impl Engine {
                 });
             }
             if seq.generated == seq.output_tokens {
-                finished_any = true;
+                done.push(slot);
+            } else {
+                self.running
+                    .start_decoding(&mut self.slots, slot, self.steps_done);
             }
         }
-        if finished_any || self.aborts_pending {
-            self.finish_done(end, out);
+        for &slot in &done {
+            self.running.remove(&mut self.slots, slot, self.steps_done);
+            self.retire(slot, end, None, out);
         }
+        self.spare_slots = done;
         self.spare_plan = plan;
     }
 
-    /// Retires every running request that generated all its tokens.
-    fn finish_done(&mut self, now: Duration, out: &mut Vec<Event>) {
-        let mut running = std::mem::take(&mut self.running);
-        running.retain(|&slot| {
-            let done = self.slots[slot as usize]
-                .as_ref()
-                .is_some_and(|s| s.generated == s.output_tokens && !s.aborted);
-            if done {
-                self.retire(slot, now, None, out);
-            }
-            !done
+    fn preempt(&mut self, slot: u32, now: Duration, out: &mut Vec<Event>) {
+        let was_decoding = self.slots[slot as usize]
+            .as_ref()
+            .is_some_and(|s| s.decode.is_some());
+        self.running.remove(&mut self.slots, slot, self.steps_done);
+        let Some(seq) = self.slots[slot as usize].as_mut() else {
+            return;
+        };
+        if was_decoding {
+            // Steps run back to back while anything runs: its last token came at `now`.
+            seq.last_token_at = now;
+        }
+        seq.offer_all_full_blocks(&mut self.pool);
+        self.pool.free_request(&seq.blocks);
+        seq.blocks.clear();
+        seq.computed = 0;
+        seq.offered_blocks = 0;
+        if let Some(adapter) = seq.adapter {
+            self.lora.end_use(adapter);
+        }
+        self.counters.preemptions += 1;
+        out.push(Event {
+            id: seq.id,
+            at: now,
+            kind: EventKind::Preempted,
         });
-        self.running = running;
+        self.waiting.push_front(slot);
     }
 
     fn reap_aborts(&mut self, now: Duration, out: &mut Vec<Event>) {
         self.aborts_pending = false;
         let slots = &self.slots;
         let aborted = |slot: u32| slots[slot as usize].as_ref().is_none_or(|s| s.aborted);
-        let mut doomed: Vec<u32> = self
-            .running
+        let running: Vec<u32> = self.running.iter(slots).filter(|&s| aborted(s)).collect();
+        let mut queued: Vec<u32> = self
+            .waiting
             .iter()
             .copied()
             .filter(|&s| aborted(s))
             .collect();
-        doomed.extend(self.waiting.iter().copied().filter(|&s| aborted(s)));
-        doomed.extend(self.front.iter().map(|&(_, s)| s).filter(|&s| aborted(s)));
-        if doomed.is_empty() {
-            return;
+        queued.extend(self.front.iter().map(|&(_, s)| s).filter(|&s| aborted(s)));
+        if !queued.is_empty() {
+            self.waiting.retain(|s| !queued.contains(s));
+            self.front.retain(|(_, s)| !queued.contains(s));
         }
-        self.running.retain(|s| !doomed.contains(s));
-        self.waiting.retain(|s| !doomed.contains(s));
-        self.front.retain(|(_, s)| !doomed.contains(s));
-        for slot in doomed {
+        for &slot in &running {
+            self.running.remove(&mut self.slots, slot, self.steps_done);
+        }
+        for slot in running.into_iter().chain(queued) {
             self.retire(slot, now, Some(FinishReason::Abort), out);
         }
     }
 
-    /// Frees a request's blocks and slot, records its latencies and reports it finished.
+    /// Frees a request's blocks and slot (it must no longer be running), records its latencies
+    /// and reports it finished.
     fn retire(
         &mut self,
         slot: u32,
@@ -667,7 +588,11 @@ impl Engine {
                 self.lora.end_use(adapter);
             }
         }
-        let reason = reason.unwrap_or(seq.finish);
+        let reason = if seq.aborted {
+            FinishReason::Abort
+        } else {
+            reason.unwrap_or(seq.finish)
+        };
         self.counters.count_finish(reason);
         if reason != FinishReason::Abort {
             let secs = |d: Duration| d.as_secs_f64();
@@ -730,6 +655,7 @@ impl Engine {
             v
         };
         let front_slots: Vec<u32> = self.front.iter().map(|&(_, s)| s).collect();
+        let running: Vec<u32> = self.running.iter(&self.slots).collect();
         EngineGauges {
             running: self.running.len(),
             waiting: self.num_waiting(),
@@ -737,7 +663,7 @@ impl Engine {
             num_gpu_blocks: self.pool.capacity(),
             block_size: BLOCK_SIZE,
             max_lora: self.lora.max_loras(),
-            running_adapters: names(&mut self.running.iter()),
+            running_adapters: names(&mut running.iter()),
             waiting_adapters: names(&mut self.waiting.iter().chain(front_slots.iter())),
         }
     }
