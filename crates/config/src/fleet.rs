@@ -293,6 +293,14 @@ spec:
     }
 
     #[test]
+    fn the_shipped_fleet_file_loads() {
+        let fleet = FleetFile::parse(include_str!("../../../deploy/sim/fleet.yaml")).unwrap();
+        assert_eq!(fleet.len(), 8);
+        assert!(fleet.iter().all(|e| e.settings.model.as_deref() == Some("llama-3.1-8b")));
+        assert_eq!(fleet.iter().filter(|e| e.labels["gpu"] == "a10g").count(), 4);
+    }
+
+    #[test]
     fn an_unknown_field_is_an_error_naming_it() {
         let err = FleetFile::parse(&EXAMPLE.replace("maxLoras", "maxLorass"))
             .unwrap_err()

@@ -488,8 +488,10 @@ impl Profile {
     /// vLLM's default `max_model_len`: the model's maximum, lowered to what one sequence can
     /// hold in the KV cache.
     pub fn default_max_model_len(&self) -> u32 {
-        let capacity = u32::try_from(self.kv_capacity_tokens()).unwrap_or(u32::MAX);
-        self.model.max_position.min(capacity)
+        let capacity = u64::from(self.num_gpu_blocks()) * u64::from(crate::BLOCK_SIZE);
+        self.model
+            .max_position
+            .min(u32::try_from(capacity).unwrap_or(u32::MAX))
     }
 
     /// A short label: `llama-3.1-8b/h100/tp1`.
@@ -618,10 +620,9 @@ mod tests {
     #[test]
     fn max_model_len_is_capped_by_kv_capacity() {
         let a10g = Profile::lookup("llama-3.1-8b", "a10g", 1).unwrap();
-        assert_eq!(
-            u64::from(a10g.default_max_model_len()),
-            a10g.kv_capacity_tokens()
-        );
+        // Whole blocks only: what vLLM can actually give one sequence.
+        assert_eq!(a10g.default_max_model_len(), a10g.num_gpu_blocks() * 16);
+        assert!(u64::from(a10g.default_max_model_len()) <= a10g.kv_capacity_tokens());
         let h100 = Profile::lookup("llama-3.1-8b", "h100", 1).unwrap();
         assert_eq!(h100.default_max_model_len(), 131_072);
     }

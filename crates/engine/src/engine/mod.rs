@@ -170,6 +170,9 @@ pub struct Engine {
     aborts_pending: bool,
     /// The latest time the engine has been told about.
     clock: Duration,
+    /// Waiting requests could not be scheduled on an idle engine; only a new arrival, an abort
+    /// or an adapter change can unblock them, so `next_wakeup` does not report them as due.
+    blocked: bool,
     slowdown: f64,
     counters: EngineCounters,
 }
@@ -202,6 +205,7 @@ impl Engine {
             pending_adapter_load: Duration::ZERO,
             aborts_pending: false,
             clock: Duration::ZERO,
+            blocked: false,
             slowdown: 1.0,
             counters: EngineCounters::default(),
             config,
@@ -219,10 +223,9 @@ impl Engine {
         if self.adapter_id(name).is_some() {
             return false;
         }
-        match self.adapters.iter().position(Option::is_none) {
-            Some(free) => self.adapters[free] = Some(name.to_owned()),
-            None => self.adapters.push(Some(name.to_owned())),
-        }
+        // Ids are never reused: requests still queued for an unloaded adapter must not become
+        // requests for the next one registered.
+        self.adapters.push(Some(name.to_owned()));
         true
     }
 
@@ -308,6 +311,7 @@ impl Engine {
             }
         };
         self.clock = self.clock.max(now);
+        self.unblock();
         let id = RequestId::new(slot, self.generations[slot as usize]);
         let ready = now + self.config.api_overhead;
         let seq = Seq::new(
@@ -335,6 +339,7 @@ impl Engine {
             Some(seq) if !seq.aborted => {
                 seq.aborted = true;
                 self.aborts_pending = true;
+                self.blocked = false;
                 true
             }
             _ => false,
@@ -353,13 +358,18 @@ impl Engine {
     pub fn next_wakeup(&self) -> Option<Duration> {
         match &self.step {
             Some(step) => Some(step.end),
-            None if self.has_leftover_work() => Some(self.clock),
+            None if self.has_leftover_work() && !self.blocked => Some(self.clock),
             None => self.front.front().map(|&(t, _)| t),
         }
     }
 
     fn has_leftover_work(&self) -> bool {
         !self.waiting.is_empty() || self.aborts_pending
+    }
+
+    /// Something changed that may let a blocked queue move.
+    fn unblock(&mut self) {
+        self.blocked = false;
     }
 
     /// Runs every step that ends at or before `now`, starting the next one as each ends, and
@@ -391,6 +401,7 @@ impl Engine {
             self.start_step(due, out);
             if self.step.is_none() {
                 // Nothing could be scheduled; only a later arrival can change that.
+                self.blocked = true;
                 match self.front.front() {
                     Some(&(t, _)) if t <= now => self.clock = t,
                     _ => return,
@@ -401,6 +412,7 @@ impl Engine {
 
     fn start_step(&mut self, now: Duration, out: &mut Vec<Event>) {
         self.clock = self.clock.max(now);
+        self.blocked = false;
         while let Some(&(ready, slot)) = self.front.front() {
             if ready > now {
                 break;

@@ -1,0 +1,414 @@
+//! Parsing OpenAI request bodies (`/v1/chat/completions`, `/v1/completions`) into what the
+//! simulator honours, with vLLM's 400 answers for everything else.
+//!
+//! Fields the simulation has no use for (temperature, top_p, seed, user, stop, tools, …) are
+//! accepted and ignored, as by a real server whose sampling does not change how long a step
+//! takes; their types are still checked where vLLM checks them. What would change the answer's
+//! shape and cannot be honoured (`n > 1`, batched prompts, non-text content) is refused, naming
+//! the field.
+
+use crate::error::ApiError;
+use crate::prompt::{render_chat, ChatMessage, ROLES};
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
+use serde::Deserialize;
+use serde_json::Value;
+use std::fmt;
+
+/// Which OpenAI endpoint a body was sent to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    /// `POST /v1/chat/completions`.
+    ChatCompletions,
+    /// `POST /v1/completions`.
+    Completions,
+}
+
+/// The prompt as text (a rendered chat or a completion prompt) or as token ids.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Prompt {
+    /// Text to tokenize.
+    Text(String),
+    /// Token ids given by the client.
+    Tokens(Vec<u32>),
+}
+
+/// What the simulator takes from a request body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InferenceRequest {
+    /// The endpoint the body was parsed for.
+    pub endpoint: Endpoint,
+    /// The model asked for; `None` means the served model.
+    pub model: Option<String>,
+    /// The prompt (a chat is already rendered through the template).
+    pub prompt: Prompt,
+    /// Stream the answer as server-sent events.
+    pub stream: bool,
+    /// `stream_options.include_usage`: end the stream with a usage chunk.
+    pub include_usage: bool,
+    /// `max_completion_tokens`, else `max_tokens`.
+    pub max_tokens: Option<u32>,
+    /// Generate exactly `max_tokens` tokens.
+    pub ignore_eos: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(expecting = "a JSON object")]
+struct Body {
+    model: Option<String>,
+    messages: Option<Vec<Message>>,
+    prompt: Option<Value>,
+    stream: Option<bool>,
+    stream_options: Option<StreamOptions>,
+    max_tokens: Option<u32>,
+    max_completion_tokens: Option<u32>,
+    ignore_eos: Option<bool>,
+    n: Option<u32>,
+    best_of: Option<u32>,
+    temperature: Option<f64>,
+    top_p: Option<f64>,
+    // Checked for type only, like vLLM's schema does.
+    #[allow(dead_code)]
+    top_k: Option<i64>,
+    #[allow(dead_code)]
+    min_p: Option<f64>,
+    #[allow(dead_code)]
+    presence_penalty: Option<f64>,
+    #[allow(dead_code)]
+    frequency_penalty: Option<f64>,
+    #[allow(dead_code)]
+    repetition_penalty: Option<f64>,
+    #[allow(dead_code)]
+    seed: Option<i64>,
+    #[allow(dead_code)]
+    user: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct StreamOptions {
+    include_usage: Option<bool>,
+    #[allow(dead_code)]
+    continuous_usage_stats: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(expecting = "a message object")]
+struct Message {
+    role: String,
+    content: Option<Content>,
+}
+
+/// Message content: a string or an array of text parts, flattened to one string.
+#[derive(Debug)]
+struct Content(String);
+
+#[derive(Debug, Deserialize)]
+struct ContentPart {
+    #[serde(rename = "type")]
+    kind: String,
+    text: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for Content {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Content, D::Error> {
+        struct ContentVisitor;
+        impl<'de> Visitor<'de> for ContentVisitor {
+            type Value = Content;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string or an array of content parts")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Content, E> {
+                Ok(Content(v.to_owned()))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Content, E> {
+                Ok(Content(v))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Content, A::Error> {
+                let mut text = String::new();
+                while let Some(part) = seq.next_element::<ContentPart>()? {
+                    match (part.kind.as_str(), part.text) {
+                        ("text", Some(t)) => {
+                            if !text.is_empty() {
+                                text.push('\n');
+                            }
+                            text.push_str(&t);
+                        }
+                        ("text", None) => return Err(de::Error::missing_field("text")),
+                        (other, _) => {
+                            return Err(de::Error::custom(format!(
+                                "content part type `{other}` is not supported (only `text`)"
+                            )))
+                        }
+                    }
+                }
+                Ok(Content(text))
+            }
+        }
+        deserializer.deserialize_any(ContentVisitor)
+    }
+}
+
+/// Parses a request body sent to `endpoint`. Never panics: any input gives a request or a 400.
+pub fn parse_request(endpoint: Endpoint, body: &[u8]) -> Result<InferenceRequest, ApiError> {
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let parsed: Body = match serde_path_to_error::deserialize(&mut de) {
+        Ok(b) => b,
+        Err(e) => return Err(describe(e)),
+    };
+    if let Err(e) = de.end() {
+        return Err(ApiError::bad_request(format!("malformed JSON body: {e}")));
+    }
+    validate(endpoint, parsed)
+}
+
+fn describe(e: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
+    let path = e.path().to_string();
+    let inner = e.into_inner();
+    if matches!(inner.classify(), serde_json::error::Category::Data) {
+        if path == "." {
+            ApiError::bad_request(inner.to_string())
+        } else {
+            ApiError::bad_request(format!("{path}: {inner}"))
+        }
+    } else {
+        ApiError::bad_request(format!("malformed JSON body: {inner}"))
+    }
+}
+
+fn validate(endpoint: Endpoint, body: Body) -> Result<InferenceRequest, ApiError> {
+    if let Some(n) = body.n {
+        if n != 1 {
+            return Err(ApiError::bad_request(format!(
+                "n: only n=1 is supported, got {n}"
+            )));
+        }
+    }
+    if let Some(best_of) = body.best_of {
+        if best_of != 1 {
+            return Err(ApiError::bad_request(format!(
+                "best_of: only best_of=1 is supported, got {best_of}"
+            )));
+        }
+    }
+    if let Some(t) = body.temperature {
+        if !(t.is_finite() && t >= 0.0) {
+            return Err(ApiError::bad_request(format!(
+                "temperature must be non-negative, got {t}."
+            )));
+        }
+    }
+    if let Some(p) = body.top_p {
+        if !(p > 0.0 && p <= 1.0) {
+            return Err(ApiError::bad_request(format!(
+                "top_p must be in (0, 1], got {p}."
+            )));
+        }
+    }
+    let max_tokens = body.max_completion_tokens.or(body.max_tokens);
+    if max_tokens == Some(0) {
+        return Err(ApiError::bad_request(
+            "max_tokens must be at least 1, got 0.",
+        ));
+    }
+    let stream = body.stream.unwrap_or(false);
+    if body.stream_options.is_some() && !stream {
+        return Err(ApiError::bad_request(
+            "Stream options can only be defined when `stream=True`.",
+        ));
+    }
+    let include_usage = body
+        .stream_options
+        .and_then(|o| o.include_usage)
+        .unwrap_or(false);
+    let prompt = match endpoint {
+        Endpoint::ChatCompletions => {
+            if body.prompt.is_some() {
+                return Err(ApiError::bad_request(
+                    "prompt: not a chat completion field (use messages)",
+                ));
+            }
+            chat_prompt(body.messages)?
+        }
+        Endpoint::Completions => {
+            if body.messages.is_some() {
+                return Err(ApiError::bad_request(
+                    "messages: not a completion field (use prompt)",
+                ));
+            }
+            completion_prompt(body.prompt)?
+        }
+    };
+    Ok(InferenceRequest {
+        endpoint,
+        model: body.model,
+        prompt,
+        stream,
+        include_usage,
+        max_tokens,
+        ignore_eos: body.ignore_eos.unwrap_or(false),
+    })
+}
+
+fn chat_prompt(messages: Option<Vec<Message>>) -> Result<Prompt, ApiError> {
+    let messages = messages.ok_or_else(|| ApiError::bad_request("missing field `messages`"))?;
+    if messages.is_empty() {
+        return Err(ApiError::bad_request("messages: must not be empty"));
+    }
+    let mut chat = Vec::with_capacity(messages.len());
+    for (i, m) in messages.into_iter().enumerate() {
+        if !ROLES.contains(&m.role.as_str()) {
+            return Err(ApiError::bad_request(format!(
+                "messages[{i}].role: unknown role `{}` (expected one of {})",
+                m.role,
+                ROLES.join(", ")
+            )));
+        }
+        chat.push(ChatMessage {
+            role: m.role,
+            content: m.content.map(|c| c.0).unwrap_or_default(),
+        });
+    }
+    Ok(Prompt::Text(render_chat(&chat)))
+}
+
+fn completion_prompt(prompt: Option<Value>) -> Result<Prompt, ApiError> {
+    const SHAPE: &str =
+        "prompt: expected a string, an array of one string, or an array of token ids";
+    let prompt = prompt.ok_or_else(|| ApiError::bad_request("missing field `prompt`"))?;
+    let prompt = match prompt {
+        Value::String(text) => Prompt::Text(text),
+        Value::Array(mut items) => {
+            if items.iter().all(Value::is_number) && !items.is_empty() {
+                Prompt::Tokens(token_ids(&items)?)
+            } else if items.len() == 1 {
+                match items.pop() {
+                    Some(Value::String(text)) => Prompt::Text(text),
+                    Some(Value::Array(ids)) if !ids.is_empty() => Prompt::Tokens(token_ids(&ids)?),
+                    _ => return Err(ApiError::bad_request(SHAPE)),
+                }
+            } else if items.len() > 1 {
+                return Err(ApiError::bad_request(
+                    "prompt: batched prompts are not supported; send one prompt per request",
+                ));
+            } else {
+                return Err(ApiError::bad_request("prompt: must not be empty"));
+            }
+        }
+        _ => return Err(ApiError::bad_request(SHAPE)),
+    };
+    match &prompt {
+        Prompt::Text(t) if t.is_empty() => Err(ApiError::bad_request("prompt: must not be empty")),
+        _ => Ok(prompt),
+    }
+}
+
+fn token_ids(items: &[Value]) -> Result<Vec<u32>, ApiError> {
+    items
+        .iter()
+        .map(|v| {
+            v.as_u64()
+                .and_then(|id| u32::try_from(id).ok())
+                .ok_or_else(|| {
+                    ApiError::bad_request(format!("prompt: token id {v} is not a valid token id"))
+                })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hyper::StatusCode;
+
+    fn chat(body: &str) -> Result<InferenceRequest, ApiError> {
+        parse_request(Endpoint::ChatCompletions, body.as_bytes())
+    }
+
+    fn completion(body: &str) -> Result<InferenceRequest, ApiError> {
+        parse_request(Endpoint::Completions, body.as_bytes())
+    }
+
+    fn message_of(r: Result<InferenceRequest, ApiError>) -> String {
+        let e = r.unwrap_err();
+        assert_eq!(e.status(), StatusCode::BAD_REQUEST, "{e}");
+        e.message().to_owned()
+    }
+
+    #[test]
+    fn a_full_chat_request_parses_and_ignores_sampling_fields() {
+        let r = chat(
+            r#"{"model":"m","messages":[{"role":"system","content":"Be brief."},
+                {"role":"user","content":[{"type":"text","text":"Hi"}],"name":"bob"}],
+                "stream":true,"stream_options":{"include_usage":true},"max_tokens":5,
+                "temperature":0.7,"top_p":0.9,"seed":1,"user":"u","n":1,"ignore_eos":true,
+                "tools":[],"logprobs":false,"stop":["\n"]}"#,
+        )
+        .unwrap();
+        assert_eq!(r.model.as_deref(), Some("m"));
+        assert!(r.stream && r.include_usage && r.ignore_eos);
+        assert_eq!(r.max_tokens, Some(5));
+        let Prompt::Text(text) = r.prompt else {
+            panic!("text prompt")
+        };
+        assert!(text.contains("Be brief.") && text.contains("Hi"));
+    }
+
+    #[test]
+    fn max_completion_tokens_wins_over_max_tokens() {
+        let r = chat(
+            r#"{"messages":[{"role":"user","content":"x"}],"max_tokens":9,"max_completion_tokens":3}"#,
+        );
+        assert_eq!(r.unwrap().max_tokens, Some(3));
+    }
+
+    #[test]
+    fn completions_take_text_or_token_ids() {
+        let r = completion(r#"{"model":"m","prompt":"Once upon"}"#).unwrap();
+        assert_eq!(r.prompt, Prompt::Text("Once upon".into()));
+        let r = completion(r#"{"prompt":[1,2,3]}"#).unwrap();
+        assert_eq!(r.prompt, Prompt::Tokens(vec![1, 2, 3]));
+        let r = completion(r#"{"prompt":[[4,5]]}"#).unwrap();
+        assert_eq!(r.prompt, Prompt::Tokens(vec![4, 5]));
+        let r = completion(r#"{"prompt":["only"]}"#).unwrap();
+        assert_eq!(r.prompt, Prompt::Text("only".into()));
+    }
+
+    #[test]
+    fn bad_bodies_get_400_naming_the_field() {
+        assert!(message_of(chat("{not json")).contains("malformed JSON"));
+        assert!(message_of(chat("")).contains("malformed JSON"));
+        assert!(message_of(chat("[]")).contains("a JSON object"));
+        assert!(message_of(chat("{}")).contains("messages"));
+        assert!(message_of(chat(r#"{"messages":"hi"}"#)).starts_with("messages"));
+        assert!(message_of(chat(r#"{"messages":[]}"#)).contains("messages"));
+        assert!(message_of(chat(r#"{"messages":[{"content":"x"}]}"#)).contains("role"));
+        assert!(
+            message_of(chat(r#"{"messages":[{"role":"wizard","content":"x"}]}"#)).contains("role")
+        );
+        assert!(
+            message_of(chat(r#"{"messages":[{"role":"user","content":5}]}"#)).contains("content")
+        );
+        let image =
+            r#"{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{}}]}]}"#;
+        assert!(message_of(chat(image)).contains("image_url"));
+        let ok = r#""messages":[{"role":"user","content":"x"}]"#;
+        assert!(message_of(chat(&format!("{{{ok},\"max_tokens\":-1}}"))).starts_with("max_tokens"));
+        assert!(
+            message_of(chat(&format!("{{{ok},\"max_tokens\":\"7\"}}"))).starts_with("max_tokens")
+        );
+        assert!(message_of(chat(&format!("{{{ok},\"max_tokens\":0}}"))).contains("at least 1"));
+        assert!(message_of(chat(&format!("{{{ok},\"n\":2}}"))).starts_with("n:"));
+        assert!(message_of(chat(&format!("{{{ok},\"stream\":\"yes\"}}"))).starts_with("stream"));
+        assert!(message_of(chat(&format!("{{{ok},\"temperature\":-1}}"))).contains("temperature"));
+        assert!(message_of(chat(&format!(
+            "{{{ok},\"stream_options\":{{\"include_usage\":true}}}}"
+        )))
+        .contains("stream=True"));
+        assert!(message_of(chat(&format!("{{{ok},\"model\":7}}"))).starts_with("model"));
+        assert!(message_of(chat(&format!("{{{ok}}} trailing"))).contains("malformed JSON"));
+        assert!(message_of(completion("{}")).contains("prompt"));
+        assert!(message_of(completion(r#"{"prompt":""}"#)).contains("empty"));
+        assert!(message_of(completion(r#"{"prompt":["a","b"]}"#)).contains("batched"));
+        assert!(message_of(completion(r#"{"prompt":[-1]}"#)).contains("token id"));
+        assert!(message_of(completion(r#"{"prompt":{"a":1}}"#)).starts_with("prompt"));
+    }
+}
