@@ -296,8 +296,13 @@ spec:
     fn the_shipped_fleet_file_loads() {
         let fleet = FleetFile::parse(include_str!("../../../deploy/sim/fleet.yaml")).unwrap();
         assert_eq!(fleet.len(), 8);
-        assert!(fleet.iter().all(|e| e.settings.model.as_deref() == Some("llama-3.1-8b")));
-        assert_eq!(fleet.iter().filter(|e| e.labels["gpu"] == "a10g").count(), 4);
+        assert!(fleet
+            .iter()
+            .all(|e| e.settings.model.as_deref() == Some("llama-3.1-8b")));
+        assert_eq!(
+            fleet.iter().filter(|e| e.labels["gpu"] == "a10g").count(),
+            4
+        );
     }
 
     #[test]
