@@ -2,5 +2,10 @@
 //! validation whose errors name the field and the reason.
 
 pub mod fleet;
+pub mod gateway;
 
 pub use fleet::{FleetError, FleetFile, SimEndpoint};
+pub use gateway::{
+    load_from_str as load_gateway_config, resolve as resolve_gateway, GatewayConfigError,
+    InferenceGatewayConfig, ResolvedGateway,
+};

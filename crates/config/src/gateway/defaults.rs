@@ -1,0 +1,113 @@
+//! Every default and every limit of `InferenceGatewayConfig`, in one place.
+//!
+//! The values follow the upstream HyperPod schema where it has one; infergate's own fields
+//! (listen addresses, flow control, tenancy) take the defaults the CLI documents. Resolution
+//! marks each value taken from here as a default, so `infergate check` shows which is which.
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::time::Duration;
+
+use super::scheduler::{AppProtocol, EngineType, SchedulerKind};
+use super::traffic::{Band, Fairness, RateLimitStore, StoreFailure};
+
+/// `spec.bbr.maxRequestBodyBytes`: default, and also the largest value accepted (256 MiB).
+pub const MAX_REQUEST_BODY_BYTES: u64 = 268_435_456;
+/// `spec.bbr.defaultBackend.port`.
+pub const DEFAULT_BACKEND_PORT: u16 = 8000;
+/// `spec.bbr.replicas` (deployment only).
+pub const BBR_REPLICAS: u32 = 2;
+/// `spec.observability.metrics.enabled`.
+pub const METRICS_ENABLED: bool = true;
+
+/// `spec.schedulers[].targetPort`.
+pub const TARGET_PORT: u16 = 8000;
+/// `spec.schedulers[].appProtocol`.
+pub const APP_PROTOCOL: AppProtocol = AppProtocol::Http;
+/// `spec.schedulers[].scheduler`.
+pub const SCHEDULER: SchedulerKind = SchedulerKind::LlmD;
+/// `spec.schedulers[].engineType`.
+pub const ENGINE_TYPE: EngineType = EngineType::Vllm;
+/// `spec.schedulers[].replicas` (deployment only).
+pub const SCHEDULER_REPLICAS: u32 = 2;
+/// `spec.schedulers[].configMapRef.key`.
+pub const CONFIG_MAP_KEY: &str = "default-plugins.yaml";
+
+/// `weights.queue` when not written.
+pub const WEIGHT_QUEUE: u32 = 2;
+/// `weights.kvCache` when not written.
+pub const WEIGHT_KV_CACHE: u32 = 2;
+/// `weights.prefix` when not written.
+pub const WEIGHT_PREFIX: u32 = 3;
+/// `weights.loraAffinity`, `runningRequests`, `predictedLatency` and `lru` when not written: off.
+pub const WEIGHT_OFF: u32 = 0;
+
+/// `spec.listen.address`: 127.0.0.1:8080.
+pub const LISTEN_ADDRESS: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 8080));
+/// `spec.listen.adminAddress`: 127.0.0.1:9090.
+pub const ADMIN_ADDRESS: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9090));
+
+/// Header naming the tenant when it is not taken from a JWT claim.
+pub const TENANT_HEADER: &str = "x-gateway-inference-fairness-id";
+/// Header naming the criticality when it is not taken from a JWT claim.
+pub const CRITICALITY_HEADER: &str = "x-gateway-inference-objective";
+/// `spec.tenancy.defaultCriticality`: the band of a request that names none.
+pub const CRITICALITY: Band = Band::Standard;
+
+/// `spec.flowControl.enabled`.
+pub const FLOW_CONTROL_ENABLED: bool = true;
+/// `spec.flowControl.queueTtl`: how long a request may wait in a queue before it gets 503.
+pub const QUEUE_TTL: Duration = Duration::from_secs(30);
+/// `spec.flowControl.maxQueueRequests`: requests queued over all bands.
+pub const MAX_QUEUE_REQUESTS: u32 = 4_096;
+/// `spec.flowControl.maxQueueBytes`: request bytes queued over all bands (1 GiB).
+pub const MAX_QUEUE_BYTES: u64 = 1_073_741_824;
+/// `spec.flowControl.bands[].maxQueueRequests`.
+pub const BAND_MAX_QUEUE_REQUESTS: u32 = 1_024;
+/// `spec.flowControl.bands[].maxQueueBytes` (256 MiB).
+pub const BAND_MAX_QUEUE_BYTES: u64 = 268_435_456;
+/// `spec.flowControl.saturation.queueDepthThreshold`: waiting requests at which an endpoint
+/// counts as saturated (upstream's detector).
+pub const SATURATION_QUEUE_DEPTH: u32 = 5;
+/// `spec.flowControl.saturation.kvCacheThreshold`: KV-cache use at which an endpoint counts as
+/// saturated.
+pub const SATURATION_KV_CACHE: f64 = 0.8;
+/// `spec.flowControl.saturation.metricsStalenessThreshold`: metrics older than this are stale.
+pub const METRICS_STALENESS: Duration = Duration::from_millis(200);
+
+/// `spec.flowControl.fairness`.
+pub const FAIRNESS: Fairness = Fairness::RoundRobin;
+
+/// `spec.rateLimits.store`.
+pub const RATE_LIMIT_STORE: RateLimitStore = RateLimitStore::Local;
+/// `spec.rateLimits.onStoreError`: admit when the shared store is down (and report it).
+pub const STORE_FAILURE: StoreFailure = StoreFailure::FailOpen;
+
+/// `spec.rewrites[].targets[].weight`.
+pub const REWRITE_WEIGHT: u32 = 1;
+
+/// Label every upstream LoRA adapter ConfigMap carries.
+pub const BBR_MANAGED_LABEL: &str = "inference.networking.k8s.io/bbr-managed";
+
+/// Limits the schema enforces.
+pub mod limits {
+    /// `spec.schedulers`: at most this many.
+    pub const SCHEDULERS: usize = 100;
+    /// `spec.schedulers[].name`: at most this many characters.
+    pub const SCHEDULER_NAME_LEN: usize = 63;
+    /// `spec.schedulers[].modelName`: at most this many characters.
+    pub const MODEL_NAME_LEN: usize = 253;
+    /// `spec.schedulers[].loraAdapters`: at most this many.
+    pub const LORA_ADAPTERS: usize = 50;
+    /// `spec.schedulers[].loraAdapters[]`: at most this many characters.
+    pub const ADAPTER_NAME_LEN: usize = 253;
+    /// `spec.schedulers[].logLevel`: 0 up to this.
+    pub const LOG_LEVEL: u32 = 5;
+    /// `spec.auth.jwt.provider.audiences`: at most this many.
+    pub const AUDIENCES: usize = 8;
+    /// `spec.auth.jwt.provider.requiredClaims`: at most this many.
+    pub const REQUIRED_CLAIMS: usize = 16;
+    /// `requiredClaims[].values`: at most this many.
+    pub const CLAIM_VALUES: usize = 128;
+    /// `requiredClaims[].values[]`: at most this many characters.
+    pub const CLAIM_VALUE_LEN: usize = 1024;
+}

@@ -1,0 +1,81 @@
+//! `InferenceGatewayConfig`: the gateway's configuration file (standalone and extproc modes) and
+//! Kubernetes resource.
+//!
+//! Its `spec` is HyperPod's schema (so a config written for HyperPod loads as it is, under
+//! either `apiVersion`), plus infergate's standalone fields: `listen`, static `endpoints`,
+//! `discovery`, `loraAdapterMaps`, `tenancy`, `flowControl`, `rateLimits` and `rewrites`.
+//!
+//! - [`load_from_str`] parses (unknown fields are errors naming them) and validates (each rule
+//!   an error naming the field's path and the reason).
+//! - [`resolve`] applies every default from [`defaults`], marking which values are defaults,
+//!   builds one [`Pool`] per scheduler with the static endpoints its `modelSelector` matches,
+//!   merges the LoRA adapter maps, and precomputes the model → pool routes that
+//!   [`ResolvedGateway::lookup_model`] reads per request.
+//! - `Display` on [`ResolvedGateway`] is what `infergate check --config F` prints.
+//!
+//! Converting weights or an `EndpointPickerConfig` into a picker profile is the picker's (or the
+//! gateway's) business; this crate keeps them as written, validated.
+
+mod address;
+mod auth;
+pub mod defaults;
+mod deploy;
+mod duration;
+mod error;
+mod lora;
+mod report;
+mod resolve;
+mod scheduler;
+mod selector;
+mod traffic;
+mod types;
+mod validate;
+
+#[cfg(test)]
+mod tests;
+
+pub use address::{EndpointAddress, Host};
+pub use auth::{Auth, ClaimValueType, Jwt, JwtProvider, LocalJwks, RemoteJwks, RequiredClaim};
+pub use deploy::{
+    EnvFromSource, EnvVar, NamedRef, PodDefaults, Quantity, ResourceRequirements, Toleration,
+};
+pub use duration::GatewayDuration;
+pub use error::GatewayConfigError;
+pub use lora::{AdapterEntry, AdapterTable, ConfigMapAdapterMap, LoraAdapterMap};
+pub use resolve::{
+    resolve, resolve_with_config_maps, DefaultBackend, DeploymentKnob, EffectiveWeights, Identity,
+    ModelRoute, PickerSource, Pool, PoolEndpoint, ResolvedBand, ResolvedBbr, ResolvedDiscovery,
+    ResolvedFlowControl, ResolvedGateway, ResolvedRateLimits, ResolvedRewrite, ResolvedSaturation,
+    ResolvedTenancy, Setting, TlsMode,
+};
+pub use scheduler::{AppProtocol, ConfigMapRef, EngineType, SchedulerKind, SchedulerSpec, Weights};
+pub use selector::{LabelRequirement, LabelSelector, SelectorOperator};
+pub use traffic::{
+    Band, BandSpec, Fairness, FlowControl, IdentitySource, MatchType, ModelMatch, ModelRewrite,
+    RateLimit, RateLimitStore, RateLimits, RewriteMatch, RewriteTarget, Saturation, StoreFailure,
+    Tenancy, TenantRateLimit,
+};
+pub use types::{
+    ApiVersion, Bbr, DefaultBackend as DefaultBackendSpec, Discovery, EndpointSpec, GatewaySpec,
+    InferenceGatewayConfig, Kind, Listen, MetricsSpec, ObjectMeta, Observability, Tls, API_VERSION,
+    KIND, SAGEMAKER_API_VERSION,
+};
+
+/// Parses and validates an `InferenceGatewayConfig` document.
+pub fn load_from_str(yaml: &str) -> Result<InferenceGatewayConfig, GatewayConfigError> {
+    let config: InferenceGatewayConfig = serde_norway::from_str(yaml)?;
+    validate::validate(&config)?;
+    Ok(config)
+}
+
+impl InferenceGatewayConfig {
+    /// Checks every rule (what [`load_from_str`] does after parsing).
+    pub fn validate(&self) -> Result<(), GatewayConfigError> {
+        validate::validate(self)
+    }
+
+    /// [`resolve`].
+    pub fn resolve(&self) -> Result<ResolvedGateway, GatewayConfigError> {
+        resolve(self)
+    }
+}

@@ -1,0 +1,393 @@
+//! What `infergate check --config F` prints: the resolved gateway, with every default marked,
+//! the endpoints each pool matched, the deployment-only knobs, and the warnings.
+
+use std::fmt::{self, Display, Formatter};
+use std::time::Duration;
+
+use super::duration::GatewayDuration;
+use super::resolve::{
+    DefaultBackend, Identity, PickerSource, Pool, ResolvedDiscovery, ResolvedFlowControl,
+    ResolvedGateway, Setting, TlsMode,
+};
+use super::traffic::{RateLimit, RateLimitStore, StoreFailure};
+use super::types::KIND;
+
+impl<T: Display> Display for Setting<T> {
+    /// The value, followed by ` (default)` when it came from the defaults.
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}", self.value, mark(self.is_default))
+    }
+}
+
+fn mark(is_default: bool) -> &'static str {
+    if is_default {
+        " (default)"
+    } else {
+        ""
+    }
+}
+
+fn duration(d: Duration) -> String {
+    GatewayDuration::from_millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)).to_string()
+}
+
+fn dur(s: Setting<Duration>) -> String {
+    format!("{}{}", duration(s.value), mark(s.is_default))
+}
+
+const W: usize = 18;
+
+fn row(f: &mut Formatter<'_>, key: &str, value: impl Display) -> fmt::Result {
+    writeln!(f, "  {key:<W$}{value}")
+}
+
+impl Display for ResolvedGateway {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{KIND} {} ({})",
+            self.name.as_deref().unwrap_or("(unnamed)"),
+            self.api_version.as_str()
+        )?;
+        writeln!(f)?;
+        writeln!(f, "gateway")?;
+        row(f, "listen", self.listen)?;
+        row(f, "admin", self.admin_listen)?;
+        row(f, "tls", tls(&self.tls))?;
+        match &self.auth {
+            None => row(f, "auth", "off")?,
+            Some(p) => {
+                let keys = match (&p.remote_jwks, &p.local_jwks) {
+                    (Some(r), _) => format!("keys from {}", r.uri),
+                    (_, Some(l)) => format!("keys from file {}", l.file),
+                    _ => String::new(),
+                };
+                row(
+                    f,
+                    "auth",
+                    format!(
+                        "JWT provider {}: issuer {}, {keys}, {} audience(s), {} required claim(s)",
+                        p.name,
+                        p.issuer,
+                        p.audiences.len(),
+                        p.required_claims.len()
+                    ),
+                )?;
+            }
+        }
+        row(f, "bbr", self.bbr_line())?;
+        row(
+            f,
+            "metrics",
+            Setting {
+                value: if self.metrics_enabled.value {
+                    "on"
+                } else {
+                    "off"
+                },
+                is_default: self.metrics_enabled.is_default,
+            },
+        )?;
+        row(f, "discovery", discovery(&self.discovery))?;
+        row(f, "adapters", format!("{} mapped", self.adapters.len()))?;
+        for pool in &self.pools {
+            writeln!(f)?;
+            self.fmt_pool(f, pool)?;
+        }
+        writeln!(f)?;
+        self.fmt_traffic(f)?;
+        if !self.deployment_knobs.is_empty() {
+            writeln!(f)?;
+            writeln!(
+                f,
+                "deployment only (accepted; honoured by the Kubernetes deployment, not by a \
+                 standalone gateway)"
+            )?;
+            for k in &self.deployment_knobs {
+                writeln!(f, "  {}: {}", k.field, k.value)?;
+            }
+        }
+        if !self.warnings.is_empty() {
+            writeln!(f)?;
+            writeln!(f, "warnings")?;
+            for w in &self.warnings {
+                writeln!(f, "  - {w}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn tls(t: &TlsMode) -> String {
+    match t {
+        TlsMode::Plain => "off: plain HTTP".to_owned(),
+        TlsMode::SelfSigned => "a self-signed certificate made at start-up (tls: {})".to_owned(),
+        TlsMode::Files {
+            cert_file,
+            key_file,
+        } => format!("certificate {cert_file}, key {key_file}"),
+        TlsMode::Acm { arn } => format!("ACM certificate {arn} (Kubernetes load balancer)"),
+    }
+}
+
+fn discovery(d: &ResolvedDiscovery) -> String {
+    match d {
+        ResolvedDiscovery::Static => "static (spec.endpoints)".to_owned(),
+        ResolvedDiscovery::Kubernetes { namespace } => format!(
+            "kubernetes: pods in {}{}",
+            namespace
+                .value
+                .as_deref()
+                .map_or("the gateway's own namespace".to_owned(), |ns| format!(
+                    "namespace {ns}"
+                )),
+            mark(namespace.is_default)
+        ),
+    }
+}
+
+impl ResolvedGateway {
+    fn bbr_line(&self) -> String {
+        let b = &self.bbr;
+        let state = if b.enabled {
+            "on".to_owned()
+        } else {
+            match self.pools.first() {
+                Some(p) => format!("off: every request goes to pool {}", p.name),
+                None => "off".to_owned(),
+            }
+        };
+        let fallback = match &b.default_backend {
+            None => "unknown models get 404".to_owned(),
+            Some(DefaultBackend::Pool(i)) => format!(
+                "unknown models go to pool {}",
+                self.pools.get(*i).map_or("?", |p| p.name.as_str())
+            ),
+            Some(DefaultBackend::Host { host, port }) => {
+                format!("unknown models go to {host}:{port}")
+            }
+        };
+        format!(
+            "{state}; maxRequestBodyBytes {}; {fallback}",
+            b.max_request_body_bytes
+        )
+    }
+
+    fn fmt_pool(&self, f: &mut Formatter<'_>, p: &Pool) -> fmt::Result {
+        writeln!(f, "pool {}", p.name)?;
+        row(f, "modelName", &p.model_name)?;
+        let adapters = if p.adapters.is_empty() {
+            "(none)".to_owned()
+        } else {
+            p.adapters.join(", ")
+        };
+        row(f, "adapters", adapters)?;
+        row(f, "scheduler", p.scheduler.map(|s| s.as_str()))?;
+        row(f, "engineType", p.engine_type.map(|e| e.as_str()))?;
+        row(f, "targetPort", p.target_port)?;
+        row(f, "appProtocol", p.app_protocol.map(|a| a.as_str()))?;
+        let timeout = match p.route_timeout.value {
+            Some(d) => duration(d),
+            None if p.route_timeout.is_default => "none (default)".to_owned(),
+            None => "none (0s)".to_owned(),
+        };
+        row(f, "routeTimeout", timeout)?;
+        match &p.picker {
+            PickerSource::Weights(w) => {
+                let parts: Vec<String> = w
+                    .entries()
+                    .iter()
+                    .map(|(name, s)| match s.value {
+                        0 => format!("{name} off{}", mark(s.is_default)),
+                        v => format!("{name} {v}{}", mark(s.is_default)),
+                    })
+                    .collect();
+                row(f, "weights", parts.join(", "))?;
+            }
+            PickerSource::ConfigMap { name, key } => {
+                row(
+                    f,
+                    "picker",
+                    format!("EndpointPickerConfig in ConfigMap {name}, key {key}"),
+                )?;
+            }
+            PickerSource::File(path) => {
+                row(f, "picker", format!("EndpointPickerConfig file {path}"))?;
+            }
+        }
+        row(f, "modelSelector", &p.selector)?;
+        match self.discovery {
+            ResolvedDiscovery::Kubernetes { .. } => row(
+                f,
+                "endpoints",
+                "pods matching modelSelector, watched at run time",
+            ),
+            ResolvedDiscovery::Static => {
+                row(f, "endpoints", format!("{} matched", p.endpoints.len()))?;
+                for e in &p.endpoints {
+                    let labels: Vec<String> =
+                        e.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    let port = if e.port_from_address {
+                        "port from address"
+                    } else {
+                        "port from targetPort"
+                    };
+                    writeln!(
+                        f,
+                        "    {:<24}spec.endpoints[{}], {port}, {}",
+                        e.authority,
+                        e.index,
+                        labels.join(",")
+                    )?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn fmt_traffic(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        writeln!(f, "traffic")?;
+        let t = &self.tenancy;
+        row(f, "tenant", t.tenant.as_ref().map(identity))?;
+        row(f, "criticality", t.criticality.as_ref().map(identity))?;
+        row(f, "default band", t.default_criticality)?;
+        fmt_flow(f, &self.flow_control)?;
+        match &self.rate_limits {
+            None => row(f, "rate limits", "none")?,
+            Some(r) => {
+                let store = match &r.store.value {
+                    RateLimitStore::Local => "local".to_owned(),
+                    RateLimitStore::Redis { url } => url.clone(),
+                };
+                let on_error = match r.store.value {
+                    RateLimitStore::Local => String::new(),
+                    RateLimitStore::Redis { .. } => format!(
+                        "; store down: {}{}",
+                        match r.on_store_error.value {
+                            StoreFailure::FailOpen => "fail open",
+                            StoreFailure::FailClosed => "fail closed",
+                        },
+                        mark(r.on_store_error.is_default)
+                    ),
+                };
+                row(
+                    f,
+                    "rate limits",
+                    format!("store {store}{}{on_error}", mark(r.store.is_default)),
+                )?;
+                if let Some(d) = &r.default {
+                    row(f, "  every tenant", limit(d))?;
+                }
+                for (tenant, l) in &r.tenants {
+                    row(f, &format!("  {tenant}"), limit(l))?;
+                }
+            }
+        }
+        if self.rewrites.is_empty() {
+            row(f, "rewrites", "none")?;
+        }
+        for r in &self.rewrites {
+            let targets: Vec<String> = r
+                .targets
+                .iter()
+                .map(|(m, w)| format!("{m} weight {w}"))
+                .collect();
+            row(
+                f,
+                "rewrite",
+                format!("{} → {}", r.models.join(", "), targets.join(", ")),
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl<T> Setting<T> {
+    fn as_ref(&self) -> Setting<&T> {
+        Setting {
+            value: &self.value,
+            is_default: self.is_default,
+        }
+    }
+
+    fn map<U>(self, f: impl FnOnce(T) -> U) -> Setting<U> {
+        Setting {
+            value: f(self.value),
+            is_default: self.is_default,
+        }
+    }
+}
+
+fn identity(i: &Identity) -> String {
+    match i {
+        Identity::Claim(c) => format!("JWT claim {c}"),
+        Identity::Header(h) => format!("header {h}"),
+    }
+}
+
+fn limit(l: &RateLimit) -> String {
+    let mut parts = Vec::new();
+    if let Some(r) = l.requests_per_second {
+        parts.push(format!("{r} requests/s"));
+    }
+    if let Some(t) = l.tokens_per_minute {
+        parts.push(format!("{t} tokens/min"));
+    }
+    parts.join(", ")
+}
+
+fn fmt_flow(f: &mut Formatter<'_>, fc: &ResolvedFlowControl) -> fmt::Result {
+    if !fc.enabled.value {
+        return row(
+            f,
+            "flow control",
+            format!(
+                "off{}: every request is admitted at once",
+                mark(fc.enabled.is_default)
+            ),
+        );
+    }
+    row(
+        f,
+        "flow control",
+        format!(
+            "on{}; queueTtl {}; maxQueueRequests {}; maxQueueBytes {}; fairness {}",
+            mark(fc.enabled.is_default),
+            dur(fc.queue_ttl),
+            fc.max_queue_requests,
+            fc.max_queue_bytes,
+            fc.fairness.map(|x| x.as_str())
+        ),
+    )?;
+    for b in &fc.bands {
+        row(
+            f,
+            &format!("  {}", b.band),
+            format!(
+                "maxQueueRequests {}, maxQueueBytes {}, queueTtl {}",
+                b.max_queue_requests,
+                b.max_queue_bytes,
+                dur(b.queue_ttl)
+            ),
+        )?;
+    }
+    if !fc.tenant_weights.is_empty() {
+        let w: Vec<String> = fc
+            .tenant_weights
+            .iter()
+            .map(|(t, w)| format!("{t} {w}"))
+            .collect();
+        row(f, "  tenant weights", w.join(", "))?;
+    }
+    let s = &fc.saturation;
+    row(
+        f,
+        "saturation",
+        format!(
+            "queueDepthThreshold {}, kvCacheThreshold {}, metricsStalenessThreshold {}",
+            s.queue_depth_threshold,
+            s.kv_cache_threshold,
+            dur(s.metrics_staleness_threshold)
+        ),
+    )
+}

@@ -1,0 +1,185 @@
+//! Tenancy, flow control and rate limits with their defaults applied.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::Setting;
+use crate::gateway::defaults;
+use crate::gateway::traffic::{
+    Band, Fairness, FlowControl, IdentitySource, RateLimit, RateLimitStore, RateLimits,
+    StoreFailure, Tenancy,
+};
+
+/// Where a piece of identity is read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Identity {
+    /// A claim of the verified JWT.
+    Claim(String),
+    /// A request header.
+    Header(String),
+}
+
+impl Identity {
+    fn from_source(src: &IdentitySource) -> Option<Identity> {
+        match (&src.claim, &src.header) {
+            (Some(c), _) => Some(Identity::Claim(c.clone())),
+            (None, Some(h)) => Some(Identity::Header(h.clone())),
+            (None, None) => None,
+        }
+    }
+}
+
+/// `spec.tenancy`, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedTenancy {
+    /// Where the tenant comes from.
+    pub tenant: Setting<Identity>,
+    /// Where the criticality comes from.
+    pub criticality: Setting<Identity>,
+    /// Band of a request that names none.
+    pub default_criticality: Setting<Band>,
+}
+
+impl ResolvedTenancy {
+    pub(super) fn new(t: Option<&Tenancy>) -> ResolvedTenancy {
+        let t = t.cloned().unwrap_or_default();
+        let pick = |src: &Option<IdentitySource>, header: &str| {
+            Setting::or(
+                src.as_ref().and_then(Identity::from_source),
+                Identity::Header(header.to_owned()),
+            )
+        };
+        ResolvedTenancy {
+            tenant: pick(&t.tenant, defaults::TENANT_HEADER),
+            criticality: pick(&t.criticality, defaults::CRITICALITY_HEADER),
+            default_criticality: Setting::or(t.default_criticality, defaults::CRITICALITY),
+        }
+    }
+}
+
+/// `spec.flowControl`, resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedFlowControl {
+    /// Queueing and shedding on.
+    pub enabled: Setting<bool>,
+    /// Queue TTL of a band that sets none.
+    pub queue_ttl: Setting<Duration>,
+    /// Requests queued over all bands.
+    pub max_queue_requests: Setting<u32>,
+    /// Bytes queued over all bands.
+    pub max_queue_bytes: Setting<u64>,
+    /// Sharing among tenants of a band.
+    pub fairness: Setting<Fairness>,
+    /// Tenant weights for weighted-fair.
+    pub tenant_weights: BTreeMap<String, u32>,
+    /// Critical, Standard, Sheddable, in that order.
+    pub bands: [ResolvedBand; 3],
+    /// Saturation detector thresholds.
+    pub saturation: ResolvedSaturation,
+}
+
+/// One band's limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResolvedBand {
+    /// Which.
+    pub band: Band,
+    /// Requests queued.
+    pub max_queue_requests: Setting<u32>,
+    /// Bytes queued.
+    pub max_queue_bytes: Setting<u64>,
+    /// Queue TTL.
+    pub queue_ttl: Setting<Duration>,
+}
+
+/// Saturation detector thresholds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ResolvedSaturation {
+    /// Waiting requests at saturation.
+    pub queue_depth_threshold: Setting<u32>,
+    /// KV-cache use at saturation.
+    pub kv_cache_threshold: Setting<f64>,
+    /// Metrics older than this are stale.
+    pub metrics_staleness_threshold: Setting<Duration>,
+}
+
+impl ResolvedFlowControl {
+    pub(super) fn new(f: Option<&FlowControl>) -> ResolvedFlowControl {
+        let f = f.cloned().unwrap_or_default();
+        let queue_ttl = Setting::or(f.queue_ttl.map(|t| t.get()), defaults::QUEUE_TTL);
+        let band = |band: Band| {
+            let spec = f.bands.iter().find(|b| b.name == band);
+            ResolvedBand {
+                band,
+                max_queue_requests: Setting::or(
+                    spec.and_then(|b| b.max_queue_requests),
+                    defaults::BAND_MAX_QUEUE_REQUESTS,
+                ),
+                max_queue_bytes: Setting::or(
+                    spec.and_then(|b| b.max_queue_bytes),
+                    defaults::BAND_MAX_QUEUE_BYTES,
+                ),
+                queue_ttl: match spec.and_then(|b| b.queue_ttl) {
+                    Some(t) => Setting::set(t.get()),
+                    None => queue_ttl,
+                },
+            }
+        };
+        let s = f.saturation.clone().unwrap_or_default();
+        ResolvedFlowControl {
+            enabled: Setting::or(f.enabled, defaults::FLOW_CONTROL_ENABLED),
+            queue_ttl,
+            max_queue_requests: Setting::or(f.max_queue_requests, defaults::MAX_QUEUE_REQUESTS),
+            max_queue_bytes: Setting::or(f.max_queue_bytes, defaults::MAX_QUEUE_BYTES),
+            fairness: Setting::or(f.fairness, defaults::FAIRNESS),
+            tenant_weights: f.tenant_weights.clone(),
+            bands: Band::ALL.map(band),
+            saturation: ResolvedSaturation {
+                queue_depth_threshold: Setting::or(
+                    s.queue_depth_threshold,
+                    defaults::SATURATION_QUEUE_DEPTH,
+                ),
+                kv_cache_threshold: Setting::or(
+                    s.kv_cache_threshold,
+                    defaults::SATURATION_KV_CACHE,
+                ),
+                metrics_staleness_threshold: Setting::or(
+                    s.metrics_staleness_threshold.map(|t| t.get()),
+                    defaults::METRICS_STALENESS,
+                ),
+            },
+        }
+    }
+}
+
+/// `spec.rateLimits`, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedRateLimits {
+    /// Where counters live.
+    pub store: Setting<RateLimitStore>,
+    /// What a shared store's outage does.
+    pub on_store_error: Setting<StoreFailure>,
+    /// The limit of a tenant not listed.
+    pub default: Option<RateLimit>,
+    /// Named tenants' limits.
+    pub tenants: BTreeMap<String, RateLimit>,
+}
+
+impl ResolvedRateLimits {
+    pub(super) fn new(r: &RateLimits) -> ResolvedRateLimits {
+        ResolvedRateLimits {
+            store: Setting::or(
+                r.store
+                    .as_deref()
+                    .and_then(|s| RateLimitStore::parse(s).ok()),
+                defaults::RATE_LIMIT_STORE,
+            ),
+            on_store_error: Setting::or(r.on_store_error, defaults::STORE_FAILURE),
+            default: r.default,
+            tenants: r
+                .tenants
+                .iter()
+                .map(|t| (t.tenant.clone(), t.limit()))
+                .collect(),
+        }
+    }
+}

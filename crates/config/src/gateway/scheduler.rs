@@ -1,0 +1,163 @@
+//! `spec.schedulers[]`: one model pool each.
+
+use serde::Deserialize;
+
+use super::deploy::{EnvFromSource, EnvVar, PodDefaults};
+use super::duration::GatewayDuration;
+use super::selector::LabelSelector;
+
+/// One `SchedulerSpec` as written.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SchedulerSpec {
+    /// The pool's name: at most 63 characters, an RFC 1123 label, unique.
+    pub name: String,
+    /// The model the request body names: at most 253 characters, unique across schedulers.
+    pub model_name: String,
+    /// Which endpoints (pods) belong to the pool.
+    pub model_selector: LabelSelector,
+    /// Port on the endpoints, 1..65535 (default [`super::defaults::TARGET_PORT`]); an endpoint address
+    /// with its own port wins.
+    #[serde(default)]
+    pub target_port: Option<u32>,
+    /// Upstream protocol (default [`super::defaults::APP_PROTOCOL`]).
+    #[serde(default)]
+    pub app_protocol: Option<AppProtocol>,
+    /// Picker family (default [`super::defaults::SCHEDULER`]).
+    #[serde(default)]
+    pub scheduler: Option<SchedulerKind>,
+    /// Metric dialect to scrape (default [`super::defaults::ENGINE_TYPE`]).
+    #[serde(default)]
+    pub engine_type: Option<EngineType>,
+    /// Scorer weights; exclusive with `configMapRef` and `pickerConfigFile`.
+    #[serde(default)]
+    pub weights: Option<Weights>,
+    /// An `EndpointPickerConfig` in a ConfigMap (Kubernetes discovery only).
+    #[serde(default)]
+    pub config_map_ref: Option<ConfigMapRef>,
+    /// An `EndpointPickerConfig` file (standalone counterpart of `configMapRef`).
+    #[serde(default)]
+    pub picker_config_file: Option<String>,
+    /// LoRA adapters served behind this model (at most 50); naming one routes here.
+    #[serde(default)]
+    pub lora_adapters: Vec<String>,
+    /// Whole-request timeout (504 when it passes); `0s` disables it.
+    #[serde(default)]
+    pub route_timeout: Option<GatewayDuration>,
+    /// Endpoint Picker replicas, at least 1 (deployment only).
+    #[serde(default)]
+    pub replicas: Option<u32>,
+    /// Extra environment of the Endpoint Picker container (deployment only).
+    #[serde(default)]
+    pub env: Vec<EnvVar>,
+    /// Environment sources of the Endpoint Picker container (deployment only).
+    #[serde(default)]
+    pub env_from: Vec<EnvFromSource>,
+    /// Pod settings of this scheduler's Endpoint Picker (deployment only).
+    #[serde(default)]
+    pub pod_defaults: Option<PodDefaults>,
+    /// Endpoint Picker log verbosity, 0..5.
+    #[serde(default)]
+    pub log_level: Option<u32>,
+}
+
+/// `appProtocol`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum AppProtocol {
+    /// HTTP/1.1.
+    #[serde(rename = "http")]
+    Http,
+    /// HTTP/2 over cleartext.
+    #[serde(rename = "kubernetes.io/h2c")]
+    H2c,
+}
+
+impl AppProtocol {
+    /// As written in the config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AppProtocol::Http => "http",
+            AppProtocol::H2c => "kubernetes.io/h2c",
+        }
+    }
+}
+
+/// `scheduler`: the picker family. infergate implements both with its own code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum SchedulerKind {
+    /// llm-d's scheduler (the only one with the `lru` scorer).
+    #[serde(rename = "llm-d")]
+    LlmD,
+    /// The Gateway API Inference Extension's Endpoint Picker.
+    #[serde(rename = "epp")]
+    Epp,
+}
+
+impl SchedulerKind {
+    /// As written in the config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SchedulerKind::LlmD => "llm-d",
+            SchedulerKind::Epp => "epp",
+        }
+    }
+}
+
+/// `engineType`: which metric names the scraper reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum EngineType {
+    /// vLLM.
+    #[serde(rename = "vllm")]
+    Vllm,
+    /// SGLang.
+    #[serde(rename = "sglang")]
+    Sglang,
+    /// Hugging Face TGI (an infergate addition).
+    #[serde(rename = "tgi")]
+    Tgi,
+}
+
+impl EngineType {
+    /// As written in the config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EngineType::Vllm => "vllm",
+            EngineType::Sglang => "sglang",
+            EngineType::Tgi => "tgi",
+        }
+    }
+}
+
+/// `weights`: non-negative integers; 0 turns a scorer off. A field left out takes its default
+/// ([`super::defaults::WEIGHT_QUEUE`], [`super::defaults::WEIGHT_KV_CACHE`], [`super::defaults::WEIGHT_PREFIX`], the
+/// others off), whether or not the block is written. The same shape as the picker's `Weights`;
+/// the conversion into a picker profile lives outside this crate.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Weights {
+    /// queue-scorer.
+    pub queue: Option<u32>,
+    /// kv-cache-utilization-scorer.
+    pub kv_cache: Option<u32>,
+    /// prefix-cache-scorer.
+    pub prefix: Option<u32>,
+    /// lora-affinity-scorer.
+    pub lora_affinity: Option<u32>,
+    /// running-requests-size-scorer.
+    pub running_requests: Option<u32>,
+    /// latency-scorer.
+    pub predicted_latency: Option<u32>,
+    /// no-hit-lru-scorer (`scheduler: llm-d` only).
+    pub lru: Option<u32>,
+}
+
+/// `configMapRef`: where a full `EndpointPickerConfig` lives.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ConfigMapRef {
+    /// The ConfigMap's name.
+    pub name: String,
+    /// The data key (default [`super::defaults::CONFIG_MAP_KEY`]).
+    #[serde(default)]
+    pub key: Option<String>,
+}

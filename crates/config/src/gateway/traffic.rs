@@ -1,0 +1,319 @@
+//! infergate's traffic extensions: `spec.tenancy`, `spec.flowControl`, `spec.rateLimits` and
+//! `spec.rewrites`. The `flow` crate and the gateway act on them; here they are typed and
+//! checked.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::fmt;
+
+use super::duration::GatewayDuration;
+
+/// Priority bands, strictest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+pub enum Band {
+    /// Never shed while capacity exists.
+    Critical,
+    /// The default.
+    Standard,
+    /// Shed first (429) when the pool saturates.
+    Sheddable,
+}
+
+impl Band {
+    /// All bands, strictest first.
+    pub const ALL: [Band; 3] = [Band::Critical, Band::Standard, Band::Sheddable];
+}
+
+impl fmt::Display for Band {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// `spec.tenancy`: where a request's tenant and criticality come from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Tenancy {
+    /// The tenant (default: header [`super::defaults::TENANT_HEADER`]).
+    #[serde(default)]
+    pub tenant: Option<IdentitySource>,
+    /// The criticality (default: header [`super::defaults::CRITICALITY_HEADER`]); values are
+    /// band names or upstream priority integers.
+    #[serde(default)]
+    pub criticality: Option<IdentitySource>,
+    /// Band of a request that names none (default [`super::defaults::CRITICALITY`]).
+    #[serde(default)]
+    pub default_criticality: Option<Band>,
+}
+
+/// A JWT claim (needs `spec.auth`) or a request header; exactly one.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct IdentitySource {
+    /// A claim of the verified token.
+    #[serde(default)]
+    pub claim: Option<String>,
+    /// A request header (lowercase).
+    #[serde(default)]
+    pub header: Option<String>,
+}
+
+/// `spec.flowControl`: admission, queueing and shedding per pool.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct FlowControl {
+    /// Queue and shed (default on); off admits every request at once.
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    /// How long a request may wait in a queue before it gets 503.
+    #[serde(default)]
+    pub queue_ttl: Option<GatewayDuration>,
+    /// Requests queued over all bands.
+    #[serde(default)]
+    pub max_queue_requests: Option<u32>,
+    /// Request bytes queued over all bands.
+    #[serde(default)]
+    pub max_queue_bytes: Option<u64>,
+    /// How tenants within a band share dispatch (default round-robin).
+    #[serde(default)]
+    pub fairness: Option<Fairness>,
+    /// Tenant weights for `weighted-fair` (absent tenants weigh 1).
+    #[serde(default)]
+    pub tenant_weights: BTreeMap<String, u32>,
+    /// Per-band limits; a band left out takes the defaults.
+    #[serde(default)]
+    pub bands: Vec<BandSpec>,
+    /// When an endpoint, and so a pool, counts as saturated.
+    #[serde(default)]
+    pub saturation: Option<Saturation>,
+}
+
+/// Fair sharing among tenants of a band.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum Fairness {
+    /// Each backlogged tenant in turn.
+    #[serde(rename = "round-robin")]
+    RoundRobin,
+    /// Weighted fair queueing by `tenantWeights`.
+    #[serde(rename = "weighted-fair")]
+    WeightedFair,
+}
+
+impl Fairness {
+    /// As written.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fairness::RoundRobin => "round-robin",
+            Fairness::WeightedFair => "weighted-fair",
+        }
+    }
+}
+
+/// `spec.flowControl.bands[]`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct BandSpec {
+    /// Which band.
+    pub name: Band,
+    /// Requests queued in this band.
+    #[serde(default)]
+    pub max_queue_requests: Option<u32>,
+    /// Request bytes queued in this band.
+    #[serde(default)]
+    pub max_queue_bytes: Option<u64>,
+    /// Queue TTL of this band (default the global one).
+    #[serde(default)]
+    pub queue_ttl: Option<GatewayDuration>,
+}
+
+/// `spec.flowControl.saturation`: an endpoint's saturation is
+/// `max(waiting / queueDepthThreshold, kv / kvCacheThreshold)`; stale metrics count as
+/// saturated.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Saturation {
+    /// Waiting requests at saturation.
+    #[serde(default)]
+    pub queue_depth_threshold: Option<u32>,
+    /// KV-cache use at saturation, in (0, 1].
+    #[serde(default)]
+    pub kv_cache_threshold: Option<f64>,
+    /// Metrics older than this are stale.
+    #[serde(default)]
+    pub metrics_staleness_threshold: Option<GatewayDuration>,
+}
+
+/// `spec.rateLimits`: per-tenant limits.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RateLimits {
+    /// `local` (default) or `redis://…` / `rediss://…` shared by several gateway replicas.
+    #[serde(default)]
+    pub store: Option<String>,
+    /// What to do when the shared store cannot be reached (default fail open).
+    #[serde(default)]
+    pub on_store_error: Option<StoreFailure>,
+    /// The limit of every tenant not listed in `tenants`.
+    #[serde(default)]
+    pub default: Option<RateLimit>,
+    /// Limits of named tenants.
+    #[serde(default)]
+    pub tenants: Vec<TenantRateLimit>,
+}
+
+/// A limit; at least one field.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RateLimit {
+    /// Requests per second.
+    #[serde(default)]
+    pub requests_per_second: Option<u32>,
+    /// Prompt plus completion tokens per minute.
+    #[serde(default)]
+    pub tokens_per_minute: Option<u64>,
+}
+
+/// `spec.rateLimits.tenants[]`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TenantRateLimit {
+    /// The tenant.
+    pub tenant: String,
+    /// Requests per second.
+    #[serde(default)]
+    pub requests_per_second: Option<u32>,
+    /// Prompt plus completion tokens per minute.
+    #[serde(default)]
+    pub tokens_per_minute: Option<u64>,
+}
+
+impl TenantRateLimit {
+    /// The limit itself.
+    pub fn limit(&self) -> RateLimit {
+        RateLimit {
+            requests_per_second: self.requests_per_second,
+            tokens_per_minute: self.tokens_per_minute,
+        }
+    }
+}
+
+/// `spec.rateLimits.onStoreError`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum StoreFailure {
+    /// Admit the request (and report the store as down).
+    FailOpen,
+    /// Refuse the request with 429.
+    FailClosed,
+}
+
+/// Where rate-limit counters live, parsed from `store`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RateLimitStore {
+    /// In this process.
+    Local,
+    /// A Redis server shared by gateway replicas.
+    Redis {
+        /// The URL as written.
+        url: String,
+    },
+}
+
+impl RateLimitStore {
+    /// Parses `local`, `redis://host[:port][/db]` or `rediss://…`.
+    pub fn parse(s: &str) -> Result<RateLimitStore, String> {
+        if s == "local" {
+            return Ok(RateLimitStore::Local);
+        }
+        let rest = s
+            .strip_prefix("redis://")
+            .or_else(|| s.strip_prefix("rediss://"))
+            .ok_or_else(|| format!("`{s}` is neither `local` nor a redis:// or rediss:// URL"))?;
+        let authority = rest.split('/').next().unwrap_or_default();
+        let host = authority.rsplit('@').next().unwrap_or_default();
+        if host.is_empty() || host.starts_with(':') {
+            return Err(format!("`{s}` names no Redis host"));
+        }
+        Ok(RateLimitStore::Redis { url: s.to_owned() })
+    }
+}
+
+/// `spec.rewrites[]`: an InferenceModelRewrite rule.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ModelRewrite {
+    /// Optional name, for reports.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Request models this rule applies to.
+    pub matches: Vec<RewriteMatch>,
+    /// Models to send them to, split by weight.
+    pub targets: Vec<RewriteTarget>,
+}
+
+/// `matches[]`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RewriteMatch {
+    /// The model-name match.
+    pub model: ModelMatch,
+}
+
+/// `matches[].model`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ModelMatch {
+    /// Only `Exact` (the default).
+    #[serde(default, rename = "type")]
+    pub match_type: Option<MatchType>,
+    /// The model name.
+    pub value: String,
+}
+
+/// `matches[].model.type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum MatchType {
+    /// The whole name, case-sensitive.
+    Exact,
+}
+
+/// `targets[]`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RewriteTarget {
+    /// The model name to send instead.
+    pub model_rewrite: String,
+    /// Relative weight, at least 1 (default 1).
+    #[serde(default)]
+    pub weight: Option<u32>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_limit_stores_are_local_or_redis_urls() {
+        assert_eq!(RateLimitStore::parse("local"), Ok(RateLimitStore::Local));
+        for url in [
+            "redis://127.0.0.1:6379/0",
+            "rediss://user:pw@cache.internal",
+            "redis://r",
+        ] {
+            assert_eq!(
+                RateLimitStore::parse(url),
+                Ok(RateLimitStore::Redis { url: url.into() })
+            );
+        }
+        for bad in [
+            "",
+            "Local",
+            "memcached://x",
+            "redis://",
+            "redis://:6379",
+            "redis:///0",
+        ] {
+            assert!(RateLimitStore::parse(bad).is_err(), "{bad:?} parsed");
+        }
+    }
+}

@@ -1,0 +1,264 @@
+//! Rules of `spec.tenancy`, `spec.flowControl`, `spec.rateLimits` and `spec.rewrites`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::Result;
+use crate::gateway::defaults::limits;
+use crate::gateway::error::invalid;
+use crate::gateway::lora::check_name;
+use crate::gateway::traffic::{
+    Fairness, FlowControl, IdentitySource, RateLimit, RateLimitStore, RateLimits,
+};
+use crate::gateway::types::GatewaySpec;
+
+pub(super) fn check(spec: &GatewaySpec) -> Result {
+    if let Some(t) = &spec.tenancy {
+        let auth = spec.auth.is_some();
+        if let Some(src) = &t.tenant {
+            check_source(src, auth, "spec.tenancy.tenant")?;
+        }
+        if let Some(src) = &t.criticality {
+            check_source(src, auth, "spec.tenancy.criticality")?;
+        }
+    }
+    if let Some(f) = &spec.flow_control {
+        check_flow(f)?;
+    }
+    if let Some(r) = &spec.rate_limits {
+        check_rate_limits(r)?;
+    }
+    check_rewrites(spec)
+}
+
+fn check_source(src: &IdentitySource, auth: bool, at: &str) -> Result {
+    match (&src.claim, &src.header) {
+        (Some(_), Some(_)) => Err(invalid(
+            format!("{at}.header"),
+            "give a claim or a header, not both",
+        )),
+        (None, None) => Err(invalid(at, "give a claim or a header")),
+        (Some(claim), None) => {
+            if claim.is_empty() {
+                Err(invalid(format!("{at}.claim"), "must not be empty"))
+            } else if !auth {
+                Err(invalid(
+                    format!("{at}.claim"),
+                    "a claim needs spec.auth.jwt (there is no token without it); use a header",
+                ))
+            } else {
+                Ok(())
+            }
+        }
+        (None, Some(header)) => {
+            let token = |c: char| {
+                c.is_ascii_lowercase() || c.is_ascii_digit() || "!#$%&'*+-.^_`|~".contains(c)
+            };
+            if header.is_empty() || !header.chars().all(token) {
+                Err(invalid(
+                    format!("{at}.header"),
+                    format!("`{header}` is not a lowercase HTTP header name"),
+                ))
+            } else {
+                Ok(())
+            }
+        }
+    }
+}
+
+fn check_flow(f: &FlowControl) -> Result {
+    let at = |s: &str| format!("spec.flowControl.{s}");
+    if f.queue_ttl.is_some_and(|t| t.is_zero()) {
+        return Err(invalid(
+            at("queueTtl"),
+            "must be more than 0s (to admit without queueing, set enabled: false)",
+        ));
+    }
+    if f.max_queue_requests == Some(0) {
+        return Err(invalid(at("maxQueueRequests"), "must be at least 1"));
+    }
+    if f.max_queue_bytes == Some(0) {
+        return Err(invalid(at("maxQueueBytes"), "must be at least 1"));
+    }
+    let fairness = f.fairness.unwrap_or(crate::gateway::defaults::FAIRNESS);
+    if !f.tenant_weights.is_empty() && fairness != Fairness::WeightedFair {
+        return Err(invalid(
+            at("tenantWeights"),
+            format!(
+                "only weighted-fair uses tenant weights (fairness is {})",
+                fairness.as_str()
+            ),
+        ));
+    }
+    if let Some((tenant, _)) = f.tenant_weights.iter().find(|(_, w)| **w == 0) {
+        return Err(invalid(
+            at(&format!("tenantWeights.{tenant}")),
+            "must be at least 1",
+        ));
+    }
+    let mut bands = BTreeMap::new();
+    for (i, b) in f.bands.iter().enumerate() {
+        let at = |s: &str| at(&format!("bands[{i}].{s}"));
+        if let Some(first) = bands.insert(b.name, i) {
+            return Err(invalid(
+                at("name"),
+                format!("band {} is already configured by bands[{first}]", b.name),
+            ));
+        }
+        if b.max_queue_requests == Some(0) {
+            return Err(invalid(at("maxQueueRequests"), "must be at least 1"));
+        }
+        if b.max_queue_bytes == Some(0) {
+            return Err(invalid(at("maxQueueBytes"), "must be at least 1"));
+        }
+        if b.queue_ttl.is_some_and(|t| t.is_zero()) {
+            return Err(invalid(at("queueTtl"), "must be more than 0s"));
+        }
+    }
+    if let Some(s) = &f.saturation {
+        if s.queue_depth_threshold == Some(0) {
+            return Err(invalid(
+                at("saturation.queueDepthThreshold"),
+                "must be at least 1",
+            ));
+        }
+        if let Some(kv) = s.kv_cache_threshold {
+            if !(kv > 0.0 && kv <= 1.0) {
+                return Err(invalid(
+                    at("saturation.kvCacheThreshold"),
+                    format!("must be in (0, 1], got {kv}"),
+                ));
+            }
+        }
+        if s.metrics_staleness_threshold.is_some_and(|t| t.is_zero()) {
+            return Err(invalid(
+                at("saturation.metricsStalenessThreshold"),
+                "must be more than 0s",
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_rate_limits(r: &RateLimits) -> Result {
+    let at = |s: &str| format!("spec.rateLimits.{s}");
+    let store = match &r.store {
+        Some(s) => RateLimitStore::parse(s).map_err(|e| invalid(at("store"), e))?,
+        None => crate::gateway::defaults::RATE_LIMIT_STORE,
+    };
+    if r.on_store_error.is_some() && store == RateLimitStore::Local {
+        return Err(invalid(
+            at("onStoreError"),
+            "only a shared store (redis://…) can be unreachable; the local store cannot fail",
+        ));
+    }
+    if r.default.is_none() && r.tenants.is_empty() {
+        return Err(invalid(
+            "spec.rateLimits",
+            "set a default limit, tenants' limits, or both",
+        ));
+    }
+    if let Some(d) = &r.default {
+        check_limit(d, &at("default"))?;
+    }
+    let mut seen = BTreeMap::new();
+    for (i, t) in r.tenants.iter().enumerate() {
+        let here = at(&format!("tenants[{i}]"));
+        if t.tenant.is_empty() {
+            return Err(invalid(format!("{here}.tenant"), "must not be empty"));
+        }
+        if let Some(first) = seen.insert(t.tenant.as_str(), i) {
+            return Err(invalid(
+                format!("{here}.tenant"),
+                format!("`{}` already has a limit (tenants[{first}])", t.tenant),
+            ));
+        }
+        check_limit(&t.limit(), &here)?;
+    }
+    Ok(())
+}
+
+fn check_limit(l: &RateLimit, at: &str) -> Result {
+    if l.requests_per_second.is_none() && l.tokens_per_minute.is_none() {
+        return Err(invalid(
+            at,
+            "set requestsPerSecond, tokensPerMinute, or both",
+        ));
+    }
+    if l.requests_per_second == Some(0) {
+        return Err(invalid(
+            format!("{at}.requestsPerSecond"),
+            "must be at least 1 (leave it out for no limit)",
+        ));
+    }
+    if l.tokens_per_minute == Some(0) {
+        return Err(invalid(
+            format!("{at}.tokensPerMinute"),
+            "must be at least 1 (leave it out for no limit)",
+        ));
+    }
+    Ok(())
+}
+
+/// Each rule needs matches and targets with positive weights; a model is matched by one rule
+/// at most; a rewrite is applied once, so a target may not be another rule's match.
+fn check_rewrites(spec: &GatewaySpec) -> Result {
+    let mut matched: BTreeMap<&str, usize> = BTreeMap::new();
+    for (i, rule) in spec.rewrites.iter().enumerate() {
+        let at = |s: &str| format!("spec.rewrites[{i}].{s}");
+        if rule.matches.is_empty() {
+            return Err(invalid(at("matches"), "needs at least one match"));
+        }
+        if rule.targets.is_empty() {
+            return Err(invalid(at("targets"), "needs at least one target"));
+        }
+        for (j, m) in rule.matches.iter().enumerate() {
+            let field = at(&format!("matches[{j}].model.value"));
+            check_name(&m.model.value, limits::MODEL_NAME_LEN).map_err(|r| invalid(&field, r))?;
+            if let Some(first) = matched.insert(&m.model.value, i) {
+                return Err(invalid(
+                    field,
+                    format!(
+                        "`{}` is already matched by spec.rewrites[{first}]; a model has one \
+                         rewrite rule",
+                        m.model.value
+                    ),
+                ));
+            }
+        }
+        let mut targets = BTreeSet::new();
+        for (j, t) in rule.targets.iter().enumerate() {
+            let field = at(&format!("targets[{j}]"));
+            check_name(&t.model_rewrite, limits::MODEL_NAME_LEN)
+                .map_err(|r| invalid(format!("{field}.modelRewrite"), r))?;
+            if !targets.insert(&t.model_rewrite) {
+                return Err(invalid(
+                    format!("{field}.modelRewrite"),
+                    format!("`{}` is a target twice; merge the weights", t.model_rewrite),
+                ));
+            }
+            if t.weight == Some(0) {
+                return Err(invalid(
+                    format!("{field}.weight"),
+                    "must be at least 1 (remove the target to send it nothing)",
+                ));
+            }
+        }
+    }
+    for (i, rule) in spec.rewrites.iter().enumerate() {
+        for (j, t) in rule.targets.iter().enumerate() {
+            if let Some(&other) = matched.get(t.model_rewrite.as_str()) {
+                if other != i {
+                    return Err(invalid(
+                        format!("spec.rewrites[{i}].targets[{j}].modelRewrite"),
+                        format!(
+                            "`{}` is rewritten again by spec.rewrites[{other}]; rewrites apply \
+                             once, so point at the final model",
+                            t.model_rewrite
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
