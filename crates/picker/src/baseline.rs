@@ -3,10 +3,10 @@
 
 use crate::policy::SglangParams;
 use crate::rng::SplitMix64;
-use crate::scorer::Candidate;
+use crate::scorer::Candidates;
 
 /// `round-robin`.
-pub(crate) fn round_robin(cands: &[Candidate], rotation: &mut u64, key: &mut Vec<f64>) -> usize {
+pub(crate) fn round_robin(cands: &Candidates, rotation: &mut u64, key: &mut Vec<f64>) -> usize {
     let n = cands.len().max(1);
     let i = (*rotation % n as u64) as usize;
     *rotation = rotation.wrapping_add(1);
@@ -15,18 +15,14 @@ pub(crate) fn round_robin(cands: &[Candidate], rotation: &mut u64, key: &mut Vec
 }
 
 /// `random`.
-pub(crate) fn random(cands: &[Candidate], rng: &mut SplitMix64, key: &mut Vec<f64>) -> usize {
+pub(crate) fn random(cands: &Candidates, rng: &mut SplitMix64, key: &mut Vec<f64>) -> usize {
     uniform_key(cands, key);
     rng.below(cands.len())
 }
 
 /// `least-request`: two distinct candidates at random, the one with fewer in flight (the first
 /// drawn on a tie). The other is the first fallback.
-pub(crate) fn least_request(
-    cands: &[Candidate],
-    rng: &mut SplitMix64,
-    key: &mut Vec<f64>,
-) -> usize {
+pub(crate) fn least_request(cands: &Candidates, rng: &mut SplitMix64, key: &mut Vec<f64>) -> usize {
     key.clear();
     key.resize(cands.len(), 0.0);
     let n = cands.len();
@@ -38,7 +34,7 @@ pub(crate) fn least_request(
     if b >= a {
         b += 1;
     }
-    let load = |i: usize| cands.get(i).map_or(u32::MAX, |c| c.in_flight);
+    let load = |i: usize| cands.in_flight.get(i).copied().unwrap_or(u32::MAX);
     let (winner, other) = if load(b) < load(a) { (b, a) } else { (a, b) };
     if let Some(k) = key.get_mut(other) {
         *k = 1.0;
@@ -48,17 +44,17 @@ pub(crate) fn least_request(
 
 /// `sglang-cache-aware`, as `shared/reference/benchmarks.md` defines it.
 pub(crate) fn sglang_cache_aware(
-    cands: &[Candidate],
+    cands: &Candidates,
     total_blocks: usize,
     params: &SglangParams,
     key: &mut Vec<f64>,
 ) -> usize {
     key.clear();
-    key.extend(cands.iter().map(|c| -f64::from(c.in_flight)));
+    key.extend(cands.in_flight.iter().map(|&n| -f64::from(n)));
     let least_loaded = first_max(key);
     let (mut min, mut max) = (f64::INFINITY, 0.0f64);
-    for c in cands {
-        let l = f64::from(c.in_flight);
+    for &n in &cands.in_flight {
+        let l = f64::from(n);
         min = min.min(l);
         max = max.max(l);
     }
@@ -67,13 +63,21 @@ pub(crate) fn sglang_cache_aware(
     if imbalanced || total_blocks == 0 {
         return least_loaded;
     }
-    let (best, matched) = cands.iter().enumerate().fold((0, 0u32), |acc, (i, c)| {
-        if c.matched_blocks > acc.1 {
-            (i, c.matched_blocks)
-        } else {
-            acc
-        }
-    });
+    let (best, matched) =
+        cands
+            .matched_blocks
+            .iter()
+            .enumerate()
+            .fold(
+                (0, 0u32),
+                |acc, (i, &m)| {
+                    if m > acc.1 {
+                        (i, m)
+                    } else {
+                        acc
+                    }
+                },
+            );
     if f64::from(matched) / total_blocks as f64 > params.cache_threshold {
         best
     } else {
@@ -84,7 +88,7 @@ pub(crate) fn sglang_cache_aware(
 /// `dynamo-kv`: cost = blocks of the request not cached on the endpoint + blocks of its active
 /// (in-flight) requests; lowest wins, ties at random.
 pub(crate) fn dynamo_kv(
-    cands: &[Candidate],
+    cands: &Candidates,
     prompt_tokens: u64,
     hashed_blocks: usize,
     block_tokens: u64,
@@ -94,11 +98,17 @@ pub(crate) fn dynamo_kv(
     let bt = block_tokens.max(1);
     let request_blocks = prompt_tokens.div_ceil(bt).max(hashed_blocks as u64);
     key.clear();
-    key.extend(cands.iter().map(|c| {
-        let new_prefill = request_blocks.saturating_sub(u64::from(c.matched_blocks));
-        let active = c.in_flight_tokens.div_ceil(bt);
-        -((new_prefill + active) as f64)
-    }));
+    key.extend(
+        cands
+            .matched_blocks
+            .iter()
+            .zip(&cands.in_flight_tokens)
+            .map(|(&m, &t)| {
+                let new_prefill = request_blocks.saturating_sub(u64::from(m));
+                let active = t.div_ceil(bt);
+                -((new_prefill + active) as f64)
+            }),
+    );
     let best = key.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let ties = key.iter().filter(|&&k| k == best).count();
     let pick = rng.below(ties);
@@ -109,7 +119,7 @@ pub(crate) fn dynamo_kv(
         .map_or(0, |(i, _)| i)
 }
 
-fn uniform_key(cands: &[Candidate], key: &mut Vec<f64>) {
+fn uniform_key(cands: &Candidates, key: &mut Vec<f64>) {
     key.clear();
     key.resize(cands.len(), 0.0);
 }

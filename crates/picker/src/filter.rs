@@ -8,8 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::endpoint::EndpointSpec;
-use crate::pool::Pool;
-use crate::scorer::Candidate;
+use crate::scorer::{nanos, Candidates, NEVER_SCRAPED};
 
 /// A filter and its parameters.
 #[derive(Debug, Clone, PartialEq)]
@@ -65,20 +64,28 @@ impl Filter {
         }
     }
 
-    /// Applies a per-request filter in place.
-    pub(crate) fn apply(&self, pool: &Pool, now: Duration, cands: &mut Vec<Candidate>) -> Outcome {
+    /// Applies a per-request filter to the candidates still kept; the caller compacts them once
+    /// after the last filter ([`Candidates::compact`]).
+    pub(crate) fn apply(&self, now: Duration, cands: &mut Candidates) -> Outcome {
+        let Candidates {
+            scraped_ns,
+            waiting,
+            kv,
+            keep,
+            ..
+        } = cands;
         match self {
             Filter::Stale { max_age } => {
-                let fresh = |c: &Candidate| {
-                    pool.signals_at(c.pos())
-                        .scraped_at
-                        .is_some_and(|at| now.saturating_sub(at) <= *max_age)
+                let (now, max_age) = (nanos(now), nanos(*max_age));
+                let fresh = || {
+                    scraped_ns
+                        .iter()
+                        .map(move |&at| (at != NEVER_SCRAPED) & (now.saturating_sub(at) <= max_age))
                 };
-                if cands.iter().any(fresh) {
-                    cands.retain(fresh);
+                if keep.narrow(fresh) {
                     Outcome::Applied
                 } else {
-                    cands.iter_mut().for_each(Candidate::hide_metrics);
+                    cands.hide_metrics();
                     Outcome::FailedOpen
                 }
             }
@@ -86,14 +93,16 @@ impl Filter {
                 max_waiting,
                 max_kv,
             } => {
-                let open = |c: &Candidate| {
-                    let q_full =
-                        matches!((c.waiting(), max_waiting), (Some(q), Some(m)) if q >= *m);
-                    let kv_full = matches!((c.kv(), max_kv), (Some(k), Some(m)) if k >= *m);
-                    !(q_full || kv_full)
+                // A comparison with NaN (unknown) is false: unknown is never full.
+                let q_max = max_waiting.unwrap_or(f64::NAN);
+                let kv_max = max_kv.unwrap_or(f64::NAN);
+                let open = || {
+                    waiting
+                        .iter()
+                        .zip(kv.iter())
+                        .map(move |(&q, &kv)| !((q >= q_max) | (kv >= kv_max)))
                 };
-                if cands.iter().any(open) {
-                    cands.retain(open);
+                if keep.narrow(open) {
                     Outcome::Applied
                 } else {
                     Outcome::FailedOpen

@@ -67,6 +67,7 @@ pub struct TtftFeatures {
 impl TtftFeatures {
     /// `[1, queue, tokens / 1000]`: tokens scaled so the three parameters have similar magnitudes
     /// (tens of milliseconds), which keeps the ridge prior equally strong on each.
+    #[inline]
     fn x(&self) -> [f64; 3] {
         [
             1.0,
@@ -133,9 +134,29 @@ impl LatencyModel {
     /// Predicted TTFT in seconds of a request with features `f` at `slot`; never below the
     /// floors.
     pub fn predict(&self, slot: u32, f: &TtftFeatures) -> f64 {
-        let theta = self.theta(slot);
-        let x = f.x();
-        theta[0] * x[0] + theta[1] * x[1] + theta[2] * x[2]
+        dot(self.theta(slot), f.x())
+    }
+
+    /// [`Self::predict`] for many requests at once, appending to `out`: the `i`-th at slot
+    /// `slots[i]` with `queue_ahead[i]` and `uncached_tokens[i]`.
+    pub(crate) fn predict_into(
+        &self,
+        slots: &[u32],
+        queue_ahead: &[f64],
+        uncached_tokens: &[f64],
+        out: &mut Vec<f64>,
+    ) {
+        out.extend(
+            slots
+                .iter()
+                .zip(queue_ahead.iter().zip(uncached_tokens))
+                .map(|(&slot, (&queue_ahead, &uncached_tokens))| {
+                    // `TtftFeatures::x`, with the division by 1000 turned into a multiplication
+                    // (within an ulp; a division per candidate is most of this loop otherwise).
+                    let x = [1.0, queue_ahead.max(0.0), uncached_tokens.max(0.0) * 0.001];
+                    dot(self.theta(slot), x)
+                }),
+        );
     }
 
     /// Learns from one observed TTFT.
@@ -232,6 +253,7 @@ impl LatencyModel {
         }
     }
 
+    #[inline]
     fn theta(&self, slot: u32) -> [f64; 3] {
         self.thetas
             .get(slot as usize)
@@ -259,6 +281,11 @@ impl LatencyModel {
         };
         floored(theta, p)
     }
+}
+
+#[inline]
+fn dot(theta: [f64; 3], x: [f64; 3]) -> f64 {
+    theta[0] * x[0] + theta[1] * x[1] + theta[2] * x[2]
 }
 
 fn floored(theta: [f64; 3], p: &LatencyParams) -> [f64; 3] {

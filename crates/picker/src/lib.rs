@@ -16,6 +16,9 @@
 //!    the endpoint's counters are credited, and a [`Dispatch`] carries the in-flight guard (keep it
 //!    as long as the response) and the ticket for [`Picker::observe_ttft`].
 //!
+//! [`speed::measure_decisions`] times the whole decision (hashing, filters, scorers, selection)
+//! on a realistic pool of any size, with a clock the caller passes in.
+//!
 //! Configuration arrives as HyperPod [`config::Weights`] or a GIE
 //! [`config::EndpointPickerConfig`], both turned into a [`Profile`]; or as a named [`Policy`].
 //!
@@ -64,6 +67,7 @@ pub mod config;
 mod counters;
 mod endpoint;
 mod error;
+mod extremes;
 mod filter;
 mod latency;
 pub mod metrics;
@@ -76,6 +80,7 @@ mod request;
 mod rng;
 mod scorer;
 mod select;
+pub mod speed;
 
 pub use counters::{DispatchMark, EndpointCounters, InFlightGuard, LocalLoad};
 pub use endpoint::{EndpointId, EndpointSpec, LoraInfo, ScrapedMetrics};

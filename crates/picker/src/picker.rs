@@ -2,11 +2,23 @@
 //! model, no-hit LRU, sessions, tie rotation, RNG) and turns a pool snapshot and a request into a
 //! primary endpoint and ordered fallbacks.
 //!
-//! Per request the work is O(candidates) plus O(prompt blocks): the candidate list is read from
-//! the snapshot by position, the prefix match comes from the index's holder lists, and everything
-//! that depends only on membership (slot mapping, label filters) is recomputed only when the
-//! pool's membership changes. The picker takes `&mut self`: the gateway holds one per pool behind
-//! its own synchronisation (a short critical section), the simulator calls it directly.
+//! Per request the work is O(candidates) plus O(log prompt blocks) index lookups, and nothing is
+//! allocated that grows with the fleet:
+//!
+//! 1. the candidates are copied from the snapshot's signal columns into reused column buffers
+//!    (`scorer::Candidates`), and each endpoint's live counters are read once;
+//! 2. the prefix index's match (a few lookups, see [`PrefixIndex::match_into`]) is written into
+//!    the candidates' rows;
+//! 3. the filters narrow a keep-mask (one pass each, writing nothing when nobody is dropped), and
+//!    the columns are compacted once if somebody was;
+//! 4. each scorer adds its weighted score to the totals in one or two tight passes over the
+//!    columns it reads;
+//! 5. the selection takes the best total and the next best as fallbacks.
+//!
+//! Everything that depends only on membership (slot mapping and its inverse, label filters) is
+//! recomputed only when the pool's membership changes. The picker takes `&mut self`: the gateway
+//! holds one per pool behind its own synchronisation (a short critical section), the simulator
+//! calls it directly. [`crate::speed`] measures the whole decision.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,7 +36,7 @@ use crate::prefix::{IndexStats, PrefixIndex};
 use crate::request::RequestFeatures;
 use crate::rng::SplitMix64;
 use crate::scorer::state::{ColdLru, SessionTable};
-use crate::scorer::{Candidate, ScoreInput};
+use crate::scorer::{Candidates, Members, ScoreInput, Work};
 use crate::select;
 
 /// Sessions remembered by the session-affinity scorer.
@@ -87,12 +99,13 @@ impl Slots {
 /// Per-request buffers, kept to avoid allocating on every pick.
 #[derive(Debug, Default)]
 struct Scratch {
-    cands: Vec<Candidate>,
+    cands: Candidates,
     matches: Vec<(u32, u32)>,
     matched_by_slot: Vec<u32>,
     totals: Vec<f64>,
-    scores: Vec<f64>,
+    work: Work,
     fallbacks: Vec<usize>,
+    ranked: Vec<select::Ranked>,
     positions: Vec<usize>,
 }
 
@@ -105,6 +118,8 @@ pub struct Picker {
     slots: Slots,
     synced: Option<Arc<Membership>>,
     slot_of_pos: Vec<u32>,
+    /// The inverse of `slot_of_pos`; `u32::MAX` for a free slot.
+    pos_of_slot: Vec<u32>,
     admitted: Vec<bool>,
     base: Vec<usize>,
     index: PrefixIndex,
@@ -128,6 +143,7 @@ impl Picker {
             slots: Slots::default(),
             synced: None,
             slot_of_pos: Vec::new(),
+            pos_of_slot: Vec::new(),
             admitted: Vec::new(),
             base: Vec::new(),
             index: PrefixIndex::new(),
@@ -164,40 +180,52 @@ impl Picker {
             cold,
             sessions,
             scratch,
+            pos_of_slot,
             ..
         } = self;
+        let cands = &mut scratch.cands;
+        let hashes = &req.prompt_block_hashes;
+        if policy.needs_prefix() && !hashes.is_empty() {
+            index.match_into(hashes, &mut scratch.matches);
+            if cands.len() == pool.len() {
+                // Every endpoint is a candidate, in position order (filters have not run yet):
+                // each match lands straight in its endpoint's row.
+                for &(slot, m) in &scratch.matches {
+                    let pos = pos_of_slot.get(slot as usize).copied().unwrap_or(u32::MAX);
+                    if let Some(x) = cands.matched_blocks.get_mut(pos as usize) {
+                        *x = m;
+                    }
+                }
+            } else if !scratch.matches.is_empty() {
+                let by_slot = &mut scratch.matched_by_slot;
+                for &(slot, m) in &scratch.matches {
+                    if let Some(x) = by_slot.get_mut(slot as usize) {
+                        *x = m;
+                    }
+                }
+                for (m, &slot) in cands.matched_blocks.iter_mut().zip(&cands.slot) {
+                    *m = by_slot.get(slot as usize).copied().unwrap_or(0);
+                }
+                for &(slot, _) in &scratch.matches {
+                    if let Some(x) = by_slot.get_mut(slot as usize) {
+                        *x = 0;
+                    }
+                }
+            }
+        }
         let mut fail_open = false;
         if let Policy::Weighted(profile) = &*policy {
             for filter in &profile.filters {
-                if filter.apply(pool, now, &mut scratch.cands) == Outcome::FailedOpen
+                if filter.apply(now, cands) == Outcome::FailedOpen
                     && matches!(filter, Filter::Stale { .. })
                 {
                     fail_open = true;
                 }
             }
-        }
-        let hashes = &req.prompt_block_hashes;
-        if policy.needs_prefix() && !hashes.is_empty() {
-            index.match_into(hashes, &mut scratch.matches);
-            for &(slot, m) in &scratch.matches {
-                if let Some(x) = scratch.matched_by_slot.get_mut(slot as usize) {
-                    *x = m;
-                }
-            }
-            for c in &mut scratch.cands {
-                c.matched_blocks = scratch
-                    .matched_by_slot
-                    .get(c.slot as usize)
-                    .copied()
-                    .unwrap_or(0);
-            }
-            for &(slot, _) in &scratch.matches {
-                if let Some(x) = scratch.matched_by_slot.get_mut(slot as usize) {
-                    *x = 0;
-                }
-            }
+            cands.compact();
         }
         let block_tokens = policy.prefix_params().block_size_tokens as u64;
+        cands.derive(req.prompt_tokens, block_tokens);
         let cands = &scratch.cands;
         let key = &mut scratch.totals;
         let primary = match &*policy {
@@ -219,7 +247,6 @@ impl Picker {
                 let input = ScoreInput {
                     pool,
                     req,
-                    block_tokens,
                     latency,
                     cold_lru: cold,
                     sessions,
@@ -227,15 +254,12 @@ impl Picker {
                 };
                 key.clear();
                 key.resize(cands.len(), 0.0);
-                scratch.scores.resize(cands.len(), 0.0);
                 for ws in &profile.scorers {
                     if ws.weight == 0.0 {
                         continue;
                     }
-                    ws.scorer.score(&input, cands, &mut scratch.scores);
-                    for (t, s) in key.iter_mut().zip(&scratch.scores) {
-                        *t += ws.weight * s;
-                    }
+                    ws.scorer
+                        .add_scores(&input, cands, ws.weight, key, &mut scratch.work);
                 }
                 select::primary(profile.selection, key, rng, rotation).unwrap_or(0)
             }
@@ -244,8 +268,20 @@ impl Picker {
             Policy::Weighted(p) => p.max_fallbacks,
             _ => crate::profile::DEFAULT_FALLBACKS,
         };
-        select::fallbacks(key, primary, max_fallbacks, &mut scratch.fallbacks);
-        let id_at = |i: usize| cands.get(i).and_then(|c| pool.spec(c.pos())).map(|s| s.id);
+        select::fallbacks(
+            key,
+            primary,
+            max_fallbacks,
+            &mut scratch.fallbacks,
+            &mut scratch.ranked,
+        );
+        let id_at = |i: usize| {
+            cands
+                .pos
+                .get(i)
+                .and_then(|&pos| pool.spec(pos as usize))
+                .map(|s| s.id)
+        };
         let primary = id_at(primary).ok_or(PickError::EmptyPool)?;
         Ok(Pick {
             primary,
@@ -274,11 +310,10 @@ impl Picker {
         let slot = self.slot_of_pos.get(pos).copied().unwrap_or(0);
         let params = self.policy.prefix_params();
         let hashes = &req.prompt_block_hashes;
-        let mut c = Candidate::read(pool, pos, slot, true);
-        c.matched_blocks = self.index.matched_blocks(slot, hashes) as u32;
-        let cached = u64::from(c.matched_blocks).saturating_mul(params.block_size_tokens as u64);
+        let matched = self.index.matched_blocks(slot, hashes) as u64;
+        let cached = matched.saturating_mul(params.block_size_tokens as u64);
         let features = TtftFeatures {
-            queue_ahead: c.queue_ahead(),
+            queue_ahead: queue_ahead(pool, pos),
             uncached_tokens: req.prompt_tokens.saturating_sub(cached) as f64,
         };
         if self.policy.uses_index() {
@@ -327,6 +362,15 @@ impl Picker {
             .collect()
     }
 
+    /// How many leading blocks of `req`'s prompt the prefix index believes `endpoint` holds —
+    /// the match the prefix scorers see for it. 0 for an endpoint the picker has not seen.
+    /// O(log blocks); for comparing the index with the truth (tests, the simulator, debugging).
+    pub fn predicted_prefix_blocks(&self, endpoint: EndpointId, req: &RequestFeatures) -> usize {
+        self.slots.by_id.get(&endpoint).map_or(0, |&slot| {
+            self.index.matched_blocks(slot, &req.prompt_block_hashes)
+        })
+    }
+
     /// Distinct block hashes in the prefix index.
     pub fn prefix_index_hashes(&self) -> usize {
         self.index.distinct_hashes()
@@ -362,6 +406,13 @@ impl Picker {
         }
         let specs = pool.specs();
         self.slot_of_pos = specs.iter().map(|s| self.slots.assign(s.id)).collect();
+        self.pos_of_slot.clear();
+        self.pos_of_slot.resize(self.slots.next as usize, u32::MAX);
+        for (pos, &slot) in self.slot_of_pos.iter().enumerate() {
+            if let Some(p) = self.pos_of_slot.get_mut(slot as usize) {
+                *p = pos as u32;
+            }
+        }
         let filters: &[Filter] = match &self.policy {
             Policy::Weighted(p) => &p.filters,
             _ => &[],
@@ -384,8 +435,7 @@ impl Picker {
             _ => false,
         };
         let s = &mut self.scratch;
-        s.cands.clear();
-        let positions: &[usize] = match &req.endpoint_subset {
+        let members = match &req.endpoint_subset {
             Some(addrs) => {
                 s.positions.clear();
                 s.positions
@@ -400,20 +450,31 @@ impl Picker {
                 let admitted = &self.admitted;
                 s.positions
                     .retain(|&p| admitted.get(p).copied().unwrap_or(false));
-                &s.positions
+                Members::Only(&s.positions)
             }
-            None => &self.base,
+            // Every endpoint admitted (no label selector removed any): copy whole columns.
+            None if self.base.len() == pool.len() => Members::All,
+            None => Members::Only(&self.base),
         };
-        if positions.is_empty() {
+        if matches!(members, Members::Only(p) if p.is_empty()) || pool.is_empty() {
             return Err(PickError::Filtered {
                 filter: "label-selector-filter",
             });
         }
-        let slot_of_pos = &self.slot_of_pos;
-        s.cands.extend(positions.iter().map(|&pos| {
-            let slot = slot_of_pos.get(pos).copied().unwrap_or(0);
-            Candidate::read(pool, pos, slot, fresh)
-        }));
+        s.cands.fill(pool, members, &self.slot_of_pos, fresh);
         Ok(())
+    }
+}
+
+/// Requests ahead of a new one at the endpoint at `pos`: its scraped queue plus what was
+/// dispatched there since the scrape and is still in flight, or, when the server does not report
+/// a queue, what this gateway has in flight there.
+fn queue_ahead(pool: &Pool, pos: usize) -> f64 {
+    let s = pool.signals_at(pos);
+    let local = pool.local_load_since(pos, s.mark);
+    if s.waiting.is_nan() {
+        local.in_flight_requests as f64
+    } else {
+        s.waiting + local.queue_credit() as f64
     }
 }

@@ -53,7 +53,7 @@ pub(crate) fn primary(
     }
     match selection {
         Selection::MaxScore { ties } => {
-            let max = totals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let max = crate::extremes::greatest(totals);
             let tol = TIE_EPSILON * max.abs().max(1.0);
             let tied = || {
                 totals
@@ -61,7 +61,8 @@ pub(crate) fn primary(
                     .enumerate()
                     .filter(move |(_, &t)| t >= max - tol)
             };
-            let count = tied().count();
+            let threshold = max - tol;
+            let count: usize = totals.iter().map(|&t| usize::from(t >= threshold)).sum();
             let k = match ties {
                 TieBreak::Rotate => {
                     let k = (*rotation % count.max(1) as u64) as usize;
@@ -91,28 +92,49 @@ pub(crate) fn primary(
     }
 }
 
+/// `(key, cyclic distance from the primary, index)` of a fallback being ranked.
+pub(crate) type Ranked = (f64, usize, usize);
+
 /// Up to `k` fallbacks after `primary`, best `key` first (higher is better); among equal keys the
-/// one closest after the primary in candidate order comes first. One pass, O(n × k).
-pub(crate) fn fallbacks(key: &[f64], primary: usize, k: usize, out: &mut Vec<usize>) {
+/// one closest after the primary in candidate order comes first. One pass, O(n × k) at worst and
+/// O(n) in practice. `best` is scratch space.
+pub(crate) fn fallbacks(
+    key: &[f64],
+    primary: usize,
+    k: usize,
+    out: &mut Vec<usize>,
+    best: &mut Vec<Ranked>,
+) {
     out.clear();
+    best.clear();
     if k == 0 {
         return;
     }
     let n = key.len();
-    // (key, cyclic distance from the primary, index), kept sorted best-first.
-    let mut best: Vec<(f64, usize, usize)> = Vec::with_capacity(k + 1);
+    // Kept sorted best-first.
+    // Once `best` is full, a key below its worst cannot enter: most candidates stop at this one
+    // comparison.
+    let mut floor = f64::NEG_INFINITY;
     for (i, &s) in key.iter().enumerate() {
-        if i == primary {
+        if s < floor || i == primary {
             continue;
         }
-        let dist = (i + n - primary) % n.max(1);
-        let better = |a: &(f64, usize, usize)| s > a.0 || (s == a.0 && dist < a.1);
+        // Cyclic distance from the primary, without a division per candidate.
+        let dist = if i > primary {
+            i - primary
+        } else {
+            i + n - primary
+        };
+        let better = |a: &Ranked| s > a.0 || (s == a.0 && dist < a.1);
         if best.len() == k && !best.last().is_some_and(better) {
             continue;
         }
         let at = best.iter().position(better).unwrap_or(best.len());
         best.insert(at, (s, dist, i));
         best.truncate(k);
+        if best.len() == k {
+            floor = best.last().map_or(f64::NEG_INFINITY, |b| b.0);
+        }
     }
     out.extend(best.iter().map(|b| b.2));
 }
@@ -166,11 +188,12 @@ mod tests {
     #[test]
     fn fallbacks_are_the_next_best_with_ties_in_cyclic_order() {
         let mut out = Vec::new();
-        fallbacks(&[0.5, 0.9, 0.1, 0.7, 0.9], 1, 2, &mut out);
+        let mut best = Vec::new();
+        fallbacks(&[0.5, 0.9, 0.1, 0.7, 0.9], 1, 2, &mut out, &mut best);
         assert_eq!(out, vec![4, 3]);
-        fallbacks(&[1.0, 1.0, 1.0, 1.0], 2, 3, &mut out);
+        fallbacks(&[1.0, 1.0, 1.0, 1.0], 2, 3, &mut out, &mut best);
         assert_eq!(out, vec![3, 0, 1]);
-        fallbacks(&[1.0, 2.0], 0, 0, &mut out);
+        fallbacks(&[1.0, 2.0], 0, 0, &mut out, &mut best);
         assert!(out.is_empty());
     }
 }

@@ -235,3 +235,64 @@ fn prefix_index_memory_is_bounded_by_each_endpoints_kv_size_and_reported() {
     );
     assert_eq!(rr.prefix_index_hashes(), 0);
 }
+
+#[test]
+fn a_prefix_match_stays_with_its_endpoint_through_filters_selectors_and_subsets() {
+    // Six equal endpoints; endpoint 4 holds the prompt's prefix, endpoint 0 is stale (dropped by
+    // the filter after the match is read, so the rows behind it move up), and only 1, 3, 4, 5
+    // carry the label.
+    let specs = (0..6u64)
+        .map(|i| {
+            let gpu = if [1, 3, 4, 5].contains(&i) {
+                "h100"
+            } else {
+                "a10g"
+            };
+            infergate_picker::EndpointSpec::new(i, format!("10.0.0.{i}:8000"))
+                .with_label("gpu", gpu)
+        })
+        .collect();
+    let mut p = Pool::new(specs).unwrap();
+    let prompt = unique_prompt(5, 4_000);
+    let req = request(&prompt);
+    let with_selector = {
+        let mut profile = infergate_picker::Profile::infergate();
+        profile
+            .filters
+            .push(infergate_picker::Filter::LabelSelector {
+                match_labels: [("gpu".to_owned(), "h100".to_owned())].into(),
+            });
+        Policy::Weighted(profile)
+    };
+    for policy in [Policy::infergate(), with_selector] {
+        let mut picker = Picker::new(policy, 3);
+        // The earlier request's guard is dropped and a scrape lands after it: no load credit
+        // anywhere, so only the prefix (and the latency it saves) tells the endpoints apart.
+        drop(picker.on_dispatch(&p, id(4), &req, ms(1_400)).unwrap());
+        scrape(&mut p, 0, ms(0), 0, 0.2);
+        for i in 1..6 {
+            scrape(&mut p, i, ms(1_500), 0, 0.2);
+        }
+        assert_eq!(
+            picker.predicted_prefix_blocks(id(4), &req),
+            req.prompt_block_hashes.len()
+        );
+        assert_eq!(picker.predicted_prefix_blocks(id(5), &req), 0);
+        assert_eq!(picker.pick(&p, &req, ms(1_600)).unwrap().primary, id(4));
+        let mut subset = req.clone();
+        subset.endpoint_subset = Some(vec![
+            "10.0.0.5:8000".into(),
+            "10.0.0.4:8000".into(),
+            "10.0.0.0:8000".into(),
+        ]);
+        assert_eq!(picker.pick(&p, &subset, ms(1_600)).unwrap().primary, id(4));
+        // Membership changes and every endpoint changes position: what was learned follows the
+        // endpoint's id.
+        let mut reversed = p.specs().to_vec();
+        reversed.reverse();
+        let q = p.with_members(reversed).unwrap();
+        assert_eq!(q.position(id(4)), Some(1));
+        assert_eq!(picker.pick(&q, &req, ms(1_600)).unwrap().primary, id(4));
+        assert_eq!(picker.pick(&q, &subset, ms(1_600)).unwrap().primary, id(4));
+    }
+}

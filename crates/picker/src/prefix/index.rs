@@ -2,7 +2,8 @@
 //!
 //! Per endpoint, an LRU of the block hashes sent to it, sized like its KV cache. Globally, a map
 //! from hash to the endpoints holding it ("holders"), so a request is matched against every
-//! endpoint at once in O(blocks + matched endpoints) instead of O(endpoints × blocks).
+//! endpoint at once in O(drops × log blocks + matched endpoints) instead of O(endpoints × blocks),
+//! where a drop is a depth at which some endpoint's match ends (one or two for a typical request).
 //!
 //! # Invariant: holder sets are nested along a chain
 //!
@@ -13,7 +14,9 @@
 //! from a chain always form a leading run, and `holders(h_{i+1}) ⊆ holders(h_i)`. "Number of
 //! leading hashes present" (upstream's match) then equals "depth of the deepest hash present", and
 //! the endpoints whose match is exactly `i` are `holders(h_i) \ holders(h_{i+1})`, which is found
-//! by a merge of two sorted lists only where the holder count drops.
+//! by a merge of two sorted lists only where the holder count drops. Since nested sets of equal
+//! size are equal, the holder count is non-increasing along the chain and the drops are found by
+//! bisection rather than by looking every block up.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
@@ -125,6 +128,9 @@ pub struct IndexStats {
     pub approx_bytes: usize,
 }
 
+/// Parts an interval is split into per round of [`PrefixIndex::match_into`]'s search.
+const SPLIT: usize = 8;
+
 /// Bytes one entry costs at most: its LRU node, its holder record and (unshared) a map entry at
 /// the map's maximum load factor of 7/8.
 pub const BYTES_PER_ENTRY: usize =
@@ -189,39 +195,77 @@ impl PrefixIndex {
     /// For every endpoint that holds at least the first block, pushes `(slot, matched_blocks)`
     /// into `out` (cleared first). Endpoints not listed match 0 blocks.
     ///
-    /// Cost: one map lookup per block of the matched run, plus a merge of the holder lists where
-    /// the holder count drops.
+    /// By the nesting invariant the holder count is non-increasing along the chain and equal
+    /// counts mean equal sets, so only the depths where the count drops matter; they are found by
+    /// bisection. Cost: O(drops × log blocks) map lookups — about ten for a request that shares a
+    /// system prompt and then goes its own way, instead of one per block of the shared run, each
+    /// a likely cache miss in a large index — plus a merge of the two holder lists at each drop.
     pub fn match_into(&self, hashes: &[u64], out: &mut Vec<(u32, u32)>) {
         out.clear();
-        let Some(mut cur) = hashes
-            .first()
-            .and_then(|h| self.holders.get(h))
-            .map(Holders::as_slice)
-        else {
+        let Some(first) = hashes.first().map(|h| self.holders_of(*h)) else {
             return;
         };
-        for i in 0..hashes.len() {
-            let next = hashes
-                .get(i + 1)
-                .and_then(|h| self.holders.get(h))
-                .map(Holders::as_slice)
-                .unwrap_or(&[]);
-            if next.len() < cur.len() {
-                // Those in `cur` but not in `next` match exactly i + 1 blocks.
-                let mut j = 0;
-                for h in cur {
-                    while next.get(j).is_some_and(|n| n.slot < h.slot) {
-                        j += 1;
-                    }
-                    if next.get(j).is_none_or(|n| n.slot != h.slot) {
-                        out.push((h.slot, (i + 1) as u32));
-                    }
+        if first.is_empty() {
+            return;
+        }
+        // Depth `hashes.len()` is past the end: nobody holds it.
+        self.drops(hashes, 0, first, hashes.len(), &[], out);
+    }
+
+    /// The holders of `hash`, sorted by slot (empty when nobody holds it).
+    fn holders_of(&self, hash: u64) -> &[Holder] {
+        self.holders.get(&hash).map_or(&[], Holders::as_slice)
+    }
+
+    /// Emits the endpoints whose match lies in `lo + 1 ..= hi`, given the holders of `hashes[lo]`
+    /// and of `hashes[hi]` (`hi` may be `hashes.len()`, held by nobody).
+    ///
+    /// The interval is split in up to [`SPLIT`] parts at once rather than halved: the lookups of
+    /// one round do not depend on each other, so their cache misses overlap, and a 256-block
+    /// prompt needs three rounds of waiting on memory instead of eight. Recursion depth is at most
+    /// `log_SPLIT(blocks) + 1`.
+    fn drops(
+        &self,
+        hashes: &[u64],
+        lo: usize,
+        at_lo: &[Holder],
+        hi: usize,
+        at_hi: &[Holder],
+        out: &mut Vec<(u32, u32)>,
+    ) {
+        if at_lo.len() == at_hi.len() {
+            // Nested and of equal size: the same set, so no endpoint's match ends in between.
+            return;
+        }
+        if hi == lo + 1 {
+            // Those in `at_lo` but not in `at_hi` match exactly `hi` blocks.
+            let mut j = 0;
+            for h in at_lo {
+                while at_hi.get(j).is_some_and(|n| n.slot < h.slot) {
+                    j += 1;
+                }
+                if at_hi.get(j).is_none_or(|n| n.slot != h.slot) {
+                    out.push((h.slot, hi as u32));
                 }
             }
-            if next.is_empty() {
-                break;
+            return;
+        }
+        let step = (hi - lo).div_ceil(SPLIT);
+        let mut at = [(lo, at_lo); SPLIT + 1];
+        let mut parts = 1;
+        for (k, point) in (lo + step..hi).step_by(step).enumerate() {
+            if let Some(a) = at.get_mut(k + 1) {
+                *a = (
+                    point,
+                    hashes.get(point).map_or(&[][..], |h| self.holders_of(*h)),
+                );
+                parts = k + 2;
             }
-            cur = next;
+        }
+        let mut prev = (lo, at_lo);
+        for &next in at.iter().take(parts).skip(1).chain([(hi, at_hi)].iter()) {
+            self.drops(hashes, prev.0, prev.1, next.0, next.1, out);
+            prev = next;
         }
     }
 
@@ -384,6 +428,40 @@ mod tests {
             for slot in 0..6u32 {
                 let leading = q.iter().take_while(|&&h| idx.contains(slot, h)).count();
                 prop_assert_eq!(idx.matched_blocks(slot, &q), leading);
+                if leading > 0 {
+                    expected.push((slot, leading as u32));
+                }
+            }
+            prop_assert_eq!(sorted(out), expected);
+        }
+
+        /// Long chains sharing deep prefixes (three trunks, each request a prefix of one plus a
+        /// tail of its own), so the bisection has many levels and several drops to find.
+        #[test]
+        fn match_finds_every_drop_along_long_shared_chains(
+            ops in prop::collection::vec(
+                (0u32..8, 0usize..3, 0usize..64, prop::collection::vec(3u8..6, 0..6), 4usize..200),
+                1..80,
+            ),
+            query in (0usize..3, 1usize..64, prop::collection::vec(3u8..6, 0..6)),
+        ) {
+            let request = |trunk: usize, len: usize, tail: &[u8]| -> Vec<u64> {
+                let mut branch: Vec<u8> = (0..len).map(|i| ((i * 7 + trunk * 3) % 3) as u8).collect();
+                branch.insert(0, 10 + trunk as u8);
+                branch.extend_from_slice(tail);
+                chain(&branch)
+            };
+            let mut idx = PrefixIndex::new();
+            for (slot, trunk, len, tail, cap) in &ops {
+                idx.learn(*slot, &request(*trunk, *len, tail), *cap);
+            }
+            idx.check_invariants();
+            let q = request(query.0, query.1, &query.2);
+            let mut out = Vec::new();
+            idx.match_into(&q, &mut out);
+            let mut expected = Vec::new();
+            for slot in 0..8u32 {
+                let leading = q.iter().take_while(|&&h| idx.contains(slot, h)).count();
                 if leading > 0 {
                     expected.push((slot, leading as u32));
                 }

@@ -1,6 +1,6 @@
 //! Affinity scorers: LoRA residency, session stickiness and no-hit LRU.
 
-use super::{Candidate, ScoreInput};
+use super::{Candidates, ScoreInput, Work};
 use crate::endpoint::LoraInfo;
 
 /// Upstream's LoRA affinity for a request targeting `adapter`: 1.0 when the adapter is loaded
@@ -21,58 +21,77 @@ pub fn lora_affinity_score(info: Option<&LoraInfo>, adapter: Option<&str>) -> f6
     }
 }
 
-pub(super) fn lora(input: &ScoreInput<'_>, cands: &[Candidate], out: &mut [f64]) {
-    let adapter = input.req.target_adapter.as_deref();
-    for (o, c) in out.iter_mut().zip(cands) {
-        let info = if c.hidden {
+pub(super) fn lora(input: &ScoreInput<'_>, cands: &Candidates, weight: f64, totals: &mut [f64]) {
+    let Some(adapter) = input.req.target_adapter.as_deref() else {
+        // A base-model request scores 1 everywhere, whatever the residency: no need to read it.
+        totals.iter_mut().for_each(|t| *t += weight);
+        return;
+    };
+    for (t, &pos) in totals.iter_mut().zip(&cands.pos) {
+        let info = if cands.hidden {
             None
         } else {
-            input.pool.metrics_at(c.pos()).and_then(|m| m.lora.as_ref())
+            input
+                .pool
+                .metrics_at(pos as usize)
+                .and_then(|m| m.lora.as_ref())
         };
-        *o = lora_affinity_score(info, adapter);
+        *t += weight * lora_affinity_score(info, Some(adapter));
     }
 }
 
-pub(super) fn session(input: &ScoreInput<'_>, cands: &[Candidate], out: &mut [f64]) {
-    let target = input
+pub(super) fn session(input: &ScoreInput<'_>, cands: &Candidates, weight: f64, totals: &mut [f64]) {
+    // The session's endpoint, found once by id; every other candidate scores 0.
+    let Some(target) = input
         .req
         .session
         .as_deref()
-        .and_then(|s| input.sessions.get(s));
-    for (o, c) in out.iter_mut().zip(cands) {
-        let id = input.pool.spec(c.pos()).map(|s| s.id);
-        *o = if target.is_some() && id == target {
-            1.0
-        } else {
-            0.0
-        };
+        .and_then(|s| input.sessions.get(s))
+        .and_then(|id| input.pool.position(id))
+    else {
+        return;
+    };
+    for (t, &pos) in totals.iter_mut().zip(&cands.pos) {
+        if pos as usize == target {
+            *t += weight;
+        }
     }
 }
 
 /// Upstream's ranking: never-used endpoints first (in candidate order), then used ones from least
 /// to most recently used; rank `r` of `n` scores `1 − r/(n − 1)`. Ranks are among the candidates
 /// (upstream ranks within its global LRU, which can push scores below 0 and clamps them).
-pub(super) fn no_hit_lru(input: &ScoreInput<'_>, cands: &[Candidate], out: &mut [f64]) {
-    if !input.cold {
-        out.iter_mut().for_each(|o| *o = 0.5);
-        return;
-    }
+pub(super) fn no_hit_lru(
+    input: &ScoreInput<'_>,
+    cands: &Candidates,
+    weight: f64,
+    totals: &mut [f64],
+    work: &mut Work,
+) {
     let n = cands.len();
-    if n <= 1 {
-        out.iter_mut().for_each(|o| *o = 1.0);
+    if !input.cold {
+        totals.iter_mut().for_each(|t| *t += weight * 0.5);
         return;
     }
-    let mut order: Vec<(u64, usize)> = cands
-        .iter()
-        .enumerate()
-        .map(|(i, c)| (input.cold_lru.last(c.slot), i))
-        .collect();
+    if n <= 1 {
+        totals.iter_mut().for_each(|t| *t += weight);
+        return;
+    }
+    let order = &mut work.order;
+    order.clear();
+    order.extend(
+        cands
+            .slot
+            .iter()
+            .enumerate()
+            .map(|(i, &slot)| (input.cold_lru.last(slot), i as u32)),
+    );
     // `last == 0` means never: those sort first, by candidate order (the tuple's second key).
     order.sort_unstable();
     let denom = (n - 1) as f64;
     for (rank, &(_, i)) in order.iter().enumerate() {
-        if let Some(o) = out.get_mut(i) {
-            *o = (1.0 - rank as f64 / denom).max(0.0);
+        if let Some(t) = totals.get_mut(i as usize) {
+            *t += weight * (1.0 - rank as f64 / denom).max(0.0);
         }
     }
 }

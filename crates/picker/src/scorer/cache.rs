@@ -1,6 +1,7 @@
 //! Cache scorers: KV use, KV headroom and prefix affinity.
 
-use super::{Candidate, ScoreInput};
+use super::{opt, Candidates, ScoreInput};
+use crate::extremes::least;
 
 /// Upstream's prefix score: matched blocks over the request's blocks; 0 for a request with none.
 pub fn prefix_score(matched_blocks: u32, total_blocks: usize) -> f64 {
@@ -34,46 +35,76 @@ pub fn kv_headroom_score(
     }
 }
 
-pub(super) fn kv_cache(cands: &[Candidate], out: &mut [f64]) {
-    for (o, c) in out.iter_mut().zip(cands) {
-        *o = c.kv().map_or(0.0, |k| 1.0 - k);
+pub(super) fn kv_cache(cands: &Candidates, weight: f64, totals: &mut [f64]) {
+    for (t, &k) in totals.iter_mut().zip(&cands.kv) {
+        *t += weight * opt(k).map_or(0.0, |k| 1.0 - k);
     }
 }
 
-pub(super) fn prefix(input: &ScoreInput<'_>, cands: &[Candidate], out: &mut [f64]) {
+/// `matched / total` for every candidate, as [`prefix_score`] computes it, added with `weight`.
+/// The loop multiplies by `1 / total` rather than dividing: within an ulp of the formula, and a
+/// multiplication per candidate instead of a division.
+pub(super) fn prefix(input: &ScoreInput<'_>, cands: &Candidates, weight: f64, totals: &mut [f64]) {
     let total = input.req.prompt_block_hashes.len();
-    for (o, c) in out.iter_mut().zip(cands) {
-        *o = prefix_score(c.matched_blocks, total);
+    if total == 0 {
+        return;
+    }
+    let per_block = weight / total as f64;
+    for (t, &m) in totals.iter_mut().zip(&cands.matched_blocks) {
+        *t += (f64::from(m) * per_block).min(weight);
     }
 }
 
+/// The prefix ratio damped by the queue excess: `ratio × slack / (slack + q − q_min)`.
 pub(super) fn prefix_yielding(
     input: &ScoreInput<'_>,
-    cands: &[Candidate],
+    cands: &Candidates,
     slack: f64,
-    out: &mut [f64],
+    weight: f64,
+    totals: &mut [f64],
 ) {
     let total = input.req.prompt_block_hashes.len();
-    let q_min = cands
-        .iter()
-        .map(Candidate::queue_ahead)
-        .fold(f64::INFINITY, f64::min);
+    if total == 0 {
+        // Every candidate scores 0: nothing to add.
+        return;
+    }
+    let q_min = least(&cands.queue_ahead);
     let slack = slack.max(f64::MIN_POSITIVE);
-    for (o, c) in out.iter_mut().zip(cands) {
-        let excess = (c.queue_ahead() - q_min).max(0.0);
-        *o = prefix_score(c.matched_blocks, total) * slack / (slack + excess);
+    let per_block = weight * slack / total as f64;
+    for (t, (&m, &q)) in totals
+        .iter_mut()
+        .zip(cands.matched_blocks.iter().zip(&cands.queue_ahead))
+    {
+        let ratio = f64::from(m).min(total as f64) * per_block;
+        let excess = (q - q_min).max(0.0);
+        *t += ratio / (slack + excess);
     }
 }
 
-pub(super) fn kv_headroom(
-    input: &ScoreInput<'_>,
-    cands: &[Candidate],
-    soft_limit: f64,
-    out: &mut [f64],
-) {
-    for (o, c) in out.iter_mut().zip(cands) {
-        let added = f64::from(c.token_credit) + input.uncached_tokens(c);
-        *o = kv_headroom_score(c.kv(), added, c.kv_capacity_tokens(), soft_limit);
+/// [`kv_headroom_score`] over the columns, without a branch per candidate.
+pub(super) fn kv_headroom(cands: &Candidates, soft_limit: f64, weight: f64, totals: &mut [f64]) {
+    let rows = cands
+        .kv
+        .iter()
+        .zip(&cands.kv_share_per_token)
+        .zip(cands.token_credit.iter().zip(&cands.uncached_tokens));
+    // Past the soft limit the score falls linearly to 0 at a full cache; with no room between the
+    // two it is a step.
+    let slope = if soft_limit < 1.0 {
+        1.0 / (1.0 - soft_limit)
+    } else {
+        f64::INFINITY
+    };
+    for (t, ((&kv, &per_token), (&credit, &uncached))) in totals.iter_mut().zip(rows) {
+        // Unknown capacity (a share of 0 per token): the current use alone.
+        let projected = kv + (f64::from(credit) + uncached) * per_token;
+        let falling = ((1.0 - projected) * slope).clamp(0.0, 1.0);
+        let score = if projected <= soft_limit {
+            1.0
+        } else {
+            falling
+        };
+        *t += weight * if kv.is_nan() { 0.0 } else { score };
     }
 }
 

@@ -1,23 +1,36 @@
 //! Load scorers: queue, running requests, load-aware, active requests, token load and predicted
 //! latency.
 
-use super::{Candidate, ScoreInput};
+use super::{opt, Candidates, ScoreInput, Work};
+use crate::extremes::{least, least_and_greatest};
 
 /// Upstream's min-max normalisation: `(max − v)/(max − min)` over the known values, 1 when all
 /// known values are equal, 0 for an unknown value.
 pub fn min_max_scores(values: impl Iterator<Item = Option<f64>> + Clone, out: &mut [f64]) {
+    let (min, max) = known_range(values.clone());
+    for (o, v) in out.iter_mut().zip(values) {
+        *o = min_max_score(v, min, max);
+    }
+}
+
+/// The smallest and largest of the known values (`+∞, −∞` when none is known).
+fn known_range(values: impl Iterator<Item = Option<f64>>) -> (f64, f64) {
     let (mut min, mut max) = (f64::INFINITY, f64::NEG_INFINITY);
-    for v in values.clone().flatten() {
+    for v in values.flatten() {
         min = min.min(v);
         max = max.max(v);
     }
+    (min, max)
+}
+
+/// One value's min-max score over a known range.
+#[inline]
+fn min_max_score(v: Option<f64>, min: f64, max: f64) -> f64 {
     let span = max - min;
-    for (o, v) in out.iter_mut().zip(values) {
-        *o = match v {
-            None => 0.0,
-            Some(_) if span <= 0.0 || !span.is_finite() => 1.0,
-            Some(v) => ((max - v) / span).clamp(0.0, 1.0),
-        };
+    match v {
+        None => 0.0,
+        Some(_) if span <= 0.0 || !span.is_finite() => 1.0,
+        Some(v) => ((max - v) / span).clamp(0.0, 1.0),
     }
 }
 
@@ -25,11 +38,16 @@ pub fn min_max_scores(values: impl Iterator<Item = Option<f64>> + Clone, out: &m
 pub fn share_scores(values: impl Iterator<Item = f64> + Clone, out: &mut [f64]) {
     let max = values.clone().fold(0.0f64, f64::max);
     for (o, n) in out.iter_mut().zip(values) {
-        *o = if n <= 0.0 || max <= 0.0 {
-            1.0
-        } else {
-            ((max - n) / max).clamp(0.0, 1.0)
-        };
+        *o = share_score(n, max);
+    }
+}
+
+#[inline]
+fn share_score(n: f64, max: f64) -> f64 {
+    if n <= 0.0 || max <= 0.0 {
+        1.0
+    } else {
+        ((max - n) / max).clamp(0.0, 1.0)
     }
 }
 
@@ -43,44 +61,92 @@ pub fn load_aware_score(waiting: Option<f64>, threshold: f64) -> f64 {
     }
 }
 
-pub(super) fn queue(cands: &[Candidate], out: &mut [f64]) {
-    min_max_scores(cands.iter().map(|c| c.waiting()), out);
-}
-
-pub(super) fn running(cands: &[Candidate], out: &mut [f64]) {
-    min_max_scores(cands.iter().map(|c| c.running()), out);
-}
-
-pub(super) fn load_aware(cands: &[Candidate], threshold: f64, out: &mut [f64]) {
-    for (o, c) in out.iter_mut().zip(cands) {
-        *o = load_aware_score(c.waiting(), threshold);
+/// Adds `weight ×` the min-max score of each value of `column` (NaN = unknown) to `totals`:
+/// [`min_max_scores`] as two tight passes over a column.
+fn add_min_max(column: &[f64], weight: f64, totals: &mut [f64]) {
+    // Unknown (NaN) values do not set the range.
+    let (min, max) = least_and_greatest(column);
+    let span = max - min;
+    if span <= 0.0 || !span.is_finite() {
+        // All known values equal (or none known): known → 1, unknown → 0.
+        for (t, &v) in totals.iter_mut().zip(column) {
+            *t += if v.is_nan() { 0.0 } else { weight };
+        }
+        return;
+    }
+    // A multiplication by `1 / span` per candidate rather than a division: within an ulp.
+    let per_unit = 1.0 / span;
+    for (t, &v) in totals.iter_mut().zip(column) {
+        let score = ((max - v) * per_unit).clamp(0.0, 1.0);
+        *t += weight * if v.is_nan() { 0.0 } else { score };
     }
 }
 
-pub(super) fn active_request(cands: &[Candidate], out: &mut [f64]) {
-    share_scores(cands.iter().map(|c| f64::from(c.in_flight)), out);
+/// Adds `weight ×` the share score of each value to `totals`.
+fn add_shares(values: impl Iterator<Item = f64> + Clone, weight: f64, totals: &mut [f64]) {
+    let max = values.clone().fold(0.0f64, f64::max);
+    for (t, n) in totals.iter_mut().zip(values) {
+        *t += weight * share_score(n, max);
+    }
 }
 
-pub(super) fn token_load(cands: &[Candidate], out: &mut [f64]) {
-    share_scores(cands.iter().map(|c| c.in_flight_tokens as f64), out);
+pub(super) fn queue(cands: &Candidates, weight: f64, totals: &mut [f64]) {
+    add_min_max(&cands.waiting, weight, totals);
+}
+
+pub(super) fn running(cands: &Candidates, weight: f64, totals: &mut [f64]) {
+    add_min_max(&cands.running, weight, totals);
+}
+
+pub(super) fn load_aware(cands: &Candidates, threshold: f64, weight: f64, totals: &mut [f64]) {
+    for (t, &q) in totals.iter_mut().zip(&cands.waiting) {
+        *t += weight * load_aware_score(opt(q), threshold);
+    }
+}
+
+pub(super) fn active_request(cands: &Candidates, weight: f64, totals: &mut [f64]) {
+    add_shares(
+        cands.in_flight.iter().map(|&n| f64::from(n)),
+        weight,
+        totals,
+    );
+}
+
+pub(super) fn token_load(cands: &Candidates, weight: f64, totals: &mut [f64]) {
+    add_shares(
+        cands.in_flight_tokens.iter().map(|&n| n as f64),
+        weight,
+        totals,
+    );
 }
 
 /// `min_predicted / predicted`: the fastest candidate scores 1, one predicted twice as slow 0.5.
 /// A ratio rather than min-max, so near-equal predictions give near-equal scores instead of being
 /// stretched over the whole `[0, 1]` range.
-pub(super) fn predicted_latency(input: &ScoreInput<'_>, cands: &[Candidate], out: &mut [f64]) {
-    let mut min = f64::INFINITY;
-    for (o, c) in out.iter_mut().zip(cands) {
-        let p = input.latency.predict(c.slot, &input.ttft_features(c));
-        *o = p;
-        min = min.min(p);
+pub(super) fn predicted_latency(
+    input: &ScoreInput<'_>,
+    cands: &Candidates,
+    weight: f64,
+    totals: &mut [f64],
+    work: &mut Work,
+) {
+    let predicted = &mut work.values;
+    predicted.clear();
+    input.latency.predict_into(
+        &cands.slot,
+        &cands.queue_ahead,
+        &cands.uncached_tokens,
+        predicted,
+    );
+    let min = least(predicted);
+    if !min.is_finite() {
+        totals.iter_mut().for_each(|t| *t += weight);
+        return;
     }
-    for o in out.iter_mut() {
-        *o = if *o > 0.0 && min.is_finite() {
-            (min / *o).clamp(0.0, 1.0)
-        } else {
-            1.0
-        };
+    // Branch-free, so the compiler can divide two candidates at a time.
+    for (t, &p) in totals.iter_mut().zip(predicted.iter()) {
+        let ratio = (min / p).clamp(0.0, 1.0);
+        *t += weight * if p > 0.0 { ratio } else { 1.0 };
     }
 }
 

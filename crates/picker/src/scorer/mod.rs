@@ -7,14 +7,17 @@
 
 mod affinity;
 mod cache;
+mod candidates;
 mod load;
 pub(crate) mod state;
+
+pub(crate) use candidates::{nanos, Candidates, Members, NEVER_SCRAPED};
 
 pub use affinity::lora_affinity_score;
 pub use cache::{kv_headroom_score, prefix_score};
 pub use load::{load_aware_score, min_max_scores, share_scores};
 
-use crate::latency::{LatencyModel, TtftFeatures};
+use crate::latency::LatencyModel;
 use crate::pool::Pool;
 use crate::request::RequestFeatures;
 use state::{ColdLru, SessionTable};
@@ -95,139 +98,64 @@ impl Scorer {
         )
     }
 
-    /// Fills `out[i]` with the score of `cands[i]`.
-    pub(crate) fn score(&self, input: &ScoreInput<'_>, cands: &[Candidate], out: &mut [f64]) {
+    /// Adds `weight ×` the score of every candidate to `totals` (one entry per candidate).
+    ///
+    /// Fused with the weighted sum so that each scorer is one or two passes over the columns it
+    /// reads and nothing else. `work` is scratch space kept by the caller.
+    pub(crate) fn add_scores(
+        &self,
+        input: &ScoreInput<'_>,
+        cands: &Candidates,
+        weight: f64,
+        totals: &mut [f64],
+        work: &mut Work,
+    ) {
         match self {
-            Scorer::Queue => load::queue(cands, out),
-            Scorer::KvCache => cache::kv_cache(cands, out),
-            Scorer::RunningRequests => load::running(cands, out),
-            Scorer::LoraAffinity => affinity::lora(input, cands, out),
-            Scorer::Prefix => cache::prefix(input, cands, out),
+            Scorer::Queue => load::queue(cands, weight, totals),
+            Scorer::KvCache => cache::kv_cache(cands, weight, totals),
+            Scorer::RunningRequests => load::running(cands, weight, totals),
+            Scorer::LoraAffinity => affinity::lora(input, cands, weight, totals),
+            Scorer::Prefix => cache::prefix(input, cands, weight, totals),
             Scorer::PrefixYieldingToLoad { slack } => {
-                cache::prefix_yielding(input, cands, *slack, out)
+                cache::prefix_yielding(input, cands, *slack, weight, totals)
             }
-            Scorer::NoHitLru => affinity::no_hit_lru(input, cands, out),
-            Scorer::LoadAware { threshold } => load::load_aware(cands, *threshold, out),
-            Scorer::ActiveRequest => load::active_request(cands, out),
-            Scorer::TokenLoad => load::token_load(cands, out),
-            Scorer::SessionAffinity => affinity::session(input, cands, out),
-            Scorer::PredictedLatency => load::predicted_latency(input, cands, out),
-            Scorer::KvHeadroom { soft_limit } => cache::kv_headroom(input, cands, *soft_limit, out),
+            Scorer::NoHitLru => affinity::no_hit_lru(input, cands, weight, totals, work),
+            Scorer::LoadAware { threshold } => load::load_aware(cands, *threshold, weight, totals),
+            Scorer::ActiveRequest => load::active_request(cands, weight, totals),
+            Scorer::TokenLoad => load::token_load(cands, weight, totals),
+            Scorer::SessionAffinity => affinity::session(input, cands, weight, totals),
+            Scorer::PredictedLatency => load::predicted_latency(input, cands, weight, totals, work),
+            Scorer::KvHeadroom { soft_limit } => {
+                cache::kv_headroom(cands, *soft_limit, weight, totals)
+            }
         }
     }
 }
 
-/// One candidate endpoint as the scorers see it: plain values read once per pick.
-///
-/// Kept to one cache line (64 bytes): every scorer streams over the whole candidate list, so at
-/// thousands of endpoints its size is most of a pick's cost. Unknown signals are NaN inside and
-/// `None` through the accessors.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Candidate {
-    pos: u32,
-    /// The picker's slot for the endpoint's learned state.
-    pub slot: u32,
-    waiting: f64,
-    running: f64,
-    kv: f64,
-    kv_capacity_tokens: f64,
-    /// Requests this gateway has in flight there.
-    pub in_flight: u32,
-    /// Prefix blocks of the request this endpoint probably holds.
-    pub matched_blocks: u32,
-    /// Prompt tokens this gateway has in flight there.
-    pub in_flight_tokens: u64,
-    /// Prompt tokens dispatched since its last scrape and still in flight.
-    pub token_credit: u32,
-    /// Metrics withheld from scorers (stale, kept only because every endpoint was stale).
-    pub hidden: bool,
+/// Scratch buffers a scorer may need, kept by the picker so that a pick allocates nothing.
+#[derive(Debug, Default)]
+pub(crate) struct Work {
+    /// One value per candidate.
+    pub values: Vec<f64>,
+    /// `(key, candidate)` pairs, for scorers that rank.
+    pub order: Vec<(u64, u32)>,
 }
 
-fn known(x: Option<f64>) -> f64 {
-    x.filter(|v| v.is_finite()).unwrap_or(f64::NAN)
-}
-
-fn opt(x: f64) -> Option<f64> {
+/// `opt(x)`: a column value as an `Option`, NaN meaning unknown.
+pub(crate) fn opt(x: f64) -> Option<f64> {
     (!x.is_nan()).then_some(x)
 }
 
-impl Candidate {
-    /// Reads one endpoint's signals from the pool.
-    pub(crate) fn read(pool: &Pool, pos: usize, slot: u32, fresh_load: bool) -> Self {
-        let s = pool.signals_at(pos);
-        let local = pool.local_load_since(pos, s.mark);
-        let credit = if fresh_load {
-            local.queue_credit() as f64
-        } else {
-            0.0
-        };
-        Self {
-            pos: pos as u32,
-            slot,
-            waiting: s.waiting + credit,
-            running: s.running,
-            kv: s.kv,
-            kv_capacity_tokens: s.kv_capacity_tokens,
-            in_flight: u32::try_from(local.in_flight_requests).unwrap_or(u32::MAX),
-            matched_blocks: 0,
-            in_flight_tokens: local.in_flight_tokens,
-            token_credit: u32::try_from(local.token_credit()).unwrap_or(u32::MAX),
-            hidden: false,
-        }
-    }
-
-    /// Position in the pool.
-    pub(crate) fn pos(&self) -> usize {
-        self.pos as usize
-    }
-
-    /// Waiting requests: scraped, plus the dispatch credit when the profile uses fresh load.
-    pub(crate) fn waiting(&self) -> Option<f64> {
-        opt(self.waiting)
-    }
-
-    /// Running requests (scraped).
-    pub(crate) fn running(&self) -> Option<f64> {
-        opt(self.running)
-    }
-
-    /// KV use in `0..=1` (scraped).
-    pub(crate) fn kv(&self) -> Option<f64> {
-        opt(self.kv)
-    }
-
-    /// KV capacity in tokens (scraped block size × blocks).
-    pub(crate) fn kv_capacity_tokens(&self) -> Option<f64> {
-        opt(self.kv_capacity_tokens)
-    }
-
-    /// Withholds every scraped signal (the endpoint's metrics are stale).
-    pub(crate) fn hide_metrics(&mut self) {
-        self.hidden = true;
-        self.waiting = f64::NAN;
-        self.running = f64::NAN;
-        self.kv = f64::NAN;
-        self.kv_capacity_tokens = f64::NAN;
-    }
-
-    /// Requests ahead of a new one: the (fresh) scraped queue, or, when the server does not
-    /// report one, what this gateway has in flight there.
-    pub(crate) fn queue_ahead(&self) -> f64 {
-        self.waiting().unwrap_or(f64::from(self.in_flight))
-    }
-}
-
-/// A scraped signal as stored in the pool's compact per-endpoint array.
+/// A scraped signal as stored in the pool's compact per-endpoint array: NaN when unknown (or not
+/// finite).
 pub(crate) fn signal(x: Option<f64>) -> f64 {
-    known(x)
+    x.filter(|v| v.is_finite()).unwrap_or(f64::NAN)
 }
 
 /// Everything a scorer may read besides the candidates.
 pub(crate) struct ScoreInput<'a> {
     pub pool: &'a Pool,
     pub req: &'a RequestFeatures,
-    /// Tokens per prefix block.
-    pub block_tokens: u64,
     pub latency: &'a LatencyModel,
     pub cold_lru: &'a ColdLru,
     pub sessions: &'a SessionTable,
@@ -235,33 +163,12 @@ pub(crate) struct ScoreInput<'a> {
     pub cold: bool,
 }
 
-impl ScoreInput<'_> {
-    /// Prompt tokens of the request that `c` probably does not have cached.
-    pub(crate) fn uncached_tokens(&self, c: &Candidate) -> f64 {
-        let cached = u64::from(c.matched_blocks).saturating_mul(self.block_tokens);
-        self.req.prompt_tokens.saturating_sub(cached) as f64
-    }
-
-    /// The latency model's features for `c`.
-    pub(crate) fn ttft_features(&self, c: &Candidate) -> TtftFeatures {
-        TtftFeatures {
-            queue_ahead: c.queue_ahead(),
-            uncached_tokens: self.uncached_tokens(c),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::endpoint::{EndpointId, EndpointSpec, ScrapedMetrics};
-    use crate::latency::LatencyParams;
+    use crate::latency::{LatencyParams, TtftFeatures};
     use std::time::Duration;
-
-    #[test]
-    fn a_candidate_fits_one_cache_line() {
-        assert!(std::mem::size_of::<Candidate>() <= 64);
-    }
 
     /// Three endpoints with the given waiting / running / kv (None = not exported).
     fn pool(rows: [(Option<u64>, Option<u64>, Option<f64>); 3]) -> Pool {
@@ -310,31 +217,28 @@ mod tests {
         }
 
         fn score(&self, scorer: Scorer) -> Vec<f64> {
-            let cands: Vec<Candidate> = (0..3)
-                .map(|i| {
-                    let mut c = Candidate::read(&self.pool, i, i as u32, false);
-                    c.matched_blocks = self.matched[i];
-                    c
-                })
-                .collect();
+            let mut cands = Candidates::default();
+            cands.fill(&self.pool, Members::All, &[0, 1, 2], false);
+            cands.matched_blocks = self.matched.to_vec();
+            cands.derive(self.req.prompt_tokens, 16);
             let input = ScoreInput {
                 pool: &self.pool,
                 req: &self.req,
-                block_tokens: 16,
                 latency: &self.latency,
                 cold_lru: &self.cold_lru,
                 sessions: &self.sessions,
                 cold: self.cold,
             };
-            let mut out = vec![f64::NAN; 3];
-            scorer.score(&input, &cands, &mut out);
-            out
+            // Scores add onto what is there, weighted: start from 1 and weigh by 2 to prove it.
+            let mut totals = vec![1.0; 3];
+            scorer.add_scores(&input, &cands, 2.0, &mut totals, &mut Work::default());
+            totals.iter().map(|t| (t - 1.0) / 2.0).collect()
         }
     }
 
     fn assert_close(got: &[f64], want: &[f64], what: &str) {
         assert!(
-            got.iter().zip(want).all(|(g, w)| (g - w).abs() < 1e-9),
+            got.len() == want.len() && got.iter().zip(want).all(|(g, w)| (g - w).abs() < 1e-9),
             "{what}: got {got:?}, want {want:?}"
         );
     }
@@ -442,5 +346,136 @@ mod tests {
             &[0.0, 0.0, 0.0],
             "unknown session",
         );
+    }
+
+    /// One candidate's signals, as the property test draws them: `None` is unknown.
+    type Row = (
+        Option<f64>,
+        Option<f64>,
+        Option<f64>,
+        Option<f64>,
+        u32,
+        u32,
+        u32,
+        u32,
+    );
+
+    fn row() -> impl proptest::strategy::Strategy<Value = Row> {
+        use proptest::prelude::*;
+        let opt = |s: std::ops::Range<f64>| proptest::option::weighted(0.8, s);
+        (
+            opt(0.0..40.0).prop_map(|w| w.map(f64::round)),
+            opt(0.0..200.0).prop_map(|r| r.map(f64::round)),
+            opt(0.0..1.0),
+            opt(1_000.0..500_000.0).prop_map(|c| c.map(f64::round)),
+            0u32..8,
+            0u32..20_000,
+            0u32..5_000,
+            0u32..300,
+        )
+    }
+
+    proptest::proptest! {
+        /// The column kernels compute the published per-candidate formulas (to within rounding:
+        /// some multiply by a reciprocal where the formula divides), unknowns included.
+        #[test]
+        fn column_kernels_equal_the_formulas(
+            rows in proptest::collection::vec(row(), 1..24),
+            prompt_blocks in 1usize..300,
+        ) {
+            let n = rows.len();
+            let specs = (0..n as u64)
+                .map(|i| EndpointSpec::new(i, format!("10.0.0.{i}:80")))
+                .collect();
+            let pool = Pool::new(specs).unwrap();
+            let mut c = Candidates::default();
+            c.fill(&pool, Members::All, &(0..n as u32).collect::<Vec<_>>(), false);
+            let nan = |x: Option<f64>| x.unwrap_or(f64::NAN);
+            for (i, &(w, r, kv, cap, in_flight, tokens, credit, matched)) in rows.iter().enumerate() {
+                c.waiting[i] = nan(w);
+                c.running[i] = nan(r);
+                c.kv[i] = nan(kv);
+                c.kv_share_per_token[i] = cap.map_or(0.0, |c| 1.0 / c);
+                c.in_flight[i] = in_flight;
+                c.in_flight_tokens[i] = u64::from(tokens);
+                c.token_credit[i] = credit;
+                c.matched_blocks[i] = matched.min(prompt_blocks as u32);
+            }
+            let prompt_tokens = prompt_blocks as u64 * 16 + 7;
+            c.derive(prompt_tokens, 16);
+            let req = RequestFeatures {
+                prompt_block_hashes: (0..prompt_blocks as u64).collect(),
+                ..RequestFeatures::new("m", prompt_tokens)
+            };
+            let latency = LatencyModel::new(LatencyParams::default());
+            let (cold_lru, sessions) = (ColdLru::default(), SessionTable::new(4));
+            let input = ScoreInput {
+                pool: &pool,
+                req: &req,
+                latency: &latency,
+                cold_lru: &cold_lru,
+                sessions: &sessions,
+                cold: false,
+            };
+            let kernel = |scorer: Scorer| {
+                let mut totals = vec![0.0; n];
+                scorer.add_scores(&input, &c, 1.0, &mut totals, &mut Work::default());
+                totals
+            };
+            let opt = |x: f64| (!x.is_nan()).then_some(x);
+            let mut want = vec![0.0; n];
+            let total = prompt_blocks;
+
+            min_max_scores(c.waiting.iter().map(|&w| opt(w)), &mut want);
+            assert_close(&kernel(Scorer::Queue), &want, "queue");
+            min_max_scores(c.running.iter().map(|&r| opt(r)), &mut want);
+            assert_close(&kernel(Scorer::RunningRequests), &want, "running");
+            share_scores(c.in_flight.iter().map(|&x| f64::from(x)), &mut want);
+            assert_close(&kernel(Scorer::ActiveRequest), &want, "active");
+            share_scores(c.in_flight_tokens.iter().map(|&x| x as f64), &mut want);
+            assert_close(&kernel(Scorer::TokenLoad), &want, "tokens");
+
+            let per = |f: &dyn Fn(usize) -> f64| (0..n).map(f).collect::<Vec<f64>>();
+            let kv_cache = per(&|i| opt(c.kv[i]).map_or(0.0, |k| 1.0 - k));
+            assert_close(&kernel(Scorer::KvCache), &kv_cache, "kv");
+            let load_aware = per(&|i| load_aware_score(opt(c.waiting[i]), 16.0));
+            assert_close(&kernel(Scorer::LoadAware { threshold: 16.0 }), &load_aware, "load-aware");
+            let prefix = per(&|i| prefix_score(c.matched_blocks[i], total));
+            assert_close(&kernel(Scorer::Prefix), &prefix, "prefix");
+            let q_min = c.queue_ahead.iter().copied().fold(f64::INFINITY, f64::min);
+            let yielding = per(&|i| {
+                prefix_score(c.matched_blocks[i], total) * 4.0
+                    / (4.0 + (c.queue_ahead[i] - q_min).max(0.0))
+            });
+            assert_close(
+                &kernel(Scorer::PrefixYieldingToLoad { slack: 4.0 }),
+                &yielding,
+                "prefix-affinity",
+            );
+            for soft in [0.0, 0.85, 1.0] {
+                let headroom = per(&|i| {
+                    let cap = rows[i].3;
+                    let added = f64::from(c.token_credit[i]) + c.uncached_tokens[i];
+                    kv_headroom_score(opt(c.kv[i]), added, cap, soft)
+                });
+                assert_close(
+                    &kernel(Scorer::KvHeadroom { soft_limit: soft }),
+                    &headroom,
+                    "kv-headroom",
+                );
+            }
+            let predicted = per(&|i| {
+                latency.predict(
+                    i as u32,
+                    &TtftFeatures {
+                        queue_ahead: c.queue_ahead[i],
+                        uncached_tokens: c.uncached_tokens[i],
+                    },
+                )
+            });
+            let fastest = predicted.iter().copied().fold(f64::INFINITY, f64::min);
+            let latency_scores = per(&|i| fastest / predicted[i]);
+            assert_close(&kernel(Scorer::PredictedLatency), &latency_scores, "latency");
+        }
     }
 }
