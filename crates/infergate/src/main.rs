@@ -1,7 +1,11 @@
 //! `infergate`: the binary. Each subcommand wires library crates together; no decisions live
 //! here.
 
+mod bench;
+mod check;
+mod demo;
 mod profiles;
+mod serve;
 mod sim;
 mod sim_faults;
 mod sim_serve;
@@ -20,6 +24,14 @@ struct Cli {
 enum Command {
     /// Run simulated vLLM-compatible model servers (one, or a fleet from a file).
     Sim(Box<sim::SimArgs>),
+    /// Run the gateway: an OpenAI-compatible endpoint in front of the pools of a config file.
+    Serve(serve::ServeArgs),
+    /// Validate a gateway config and print what it means, defaults shown.
+    Check(check::CheckArgs),
+    /// A simulated fleet with the gateway in front of it, ready to curl.
+    Demo(demo::DemoArgs),
+    /// Measure routing policies side by side on simulated fleets, or the picker's speed.
+    Bench(Box<bench::BenchArgs>),
 }
 
 fn main() {
@@ -40,5 +52,9 @@ fn run() -> anyhow::Result<()> {
         .init();
     match Cli::parse().command {
         Command::Sim(args) => sim::run(*args),
+        Command::Serve(args) => serve::run(args),
+        Command::Check(args) => check::run(args),
+        Command::Demo(args) => demo::run(args),
+        Command::Bench(args) => bench::run(*args),
     }
 }

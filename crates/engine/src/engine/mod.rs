@@ -650,6 +650,34 @@ impl Engine {
         self.waiting.len() + self.front.len()
     }
 
+    /// Prompt (or recomputation) tokens still to compute, over queued and prefilling requests:
+    /// the prefill work ahead of a request that arrives now. O(queue length).
+    pub fn pending_prefill_tokens(&self) -> u64 {
+        let remaining = |slot: u32| {
+            self.slots[slot as usize]
+                .as_ref()
+                .map_or(0, |s| u64::from(s.num_tokens().saturating_sub(s.computed)))
+        };
+        let queued: u64 = self
+            .waiting
+            .iter()
+            .chain(self.front.iter().map(|(_, s)| s))
+            .map(|&s| remaining(s))
+            .sum();
+        queued
+            + self
+                .running
+                .prefilling
+                .iter()
+                .map(|&s| remaining(s))
+                .sum::<u64>()
+    }
+
+    /// Requests decoding one token a step.
+    pub fn num_decoding(&self) -> usize {
+        self.running.decoding()
+    }
+
     /// Share of KV blocks referenced by requests, 0..1.
     pub fn kv_usage(&self) -> f64 {
         f64::from(self.pool.used_blocks()) / f64::from(self.pool.capacity().max(1))

@@ -1,0 +1,115 @@
+//! Accounting for one proxied response: the in-flight guard lives exactly as long as the
+//! response body, the first chunk of a stream feeds the picker's latency model and the TTFT
+//! histogram, and `usage` feeds the token counters. Whatever way the body ends — complete,
+//! failed, or dropped by a client that went away — [`Accounting::finish`] runs once.
+
+use std::sync::Arc;
+
+use infergate_picker::{InFlightGuard, TtftTicket};
+use tokio::time::Instant;
+
+use crate::metrics::{Metrics, ModelLabels};
+use crate::pool::PoolRuntime;
+use crate::usage::UsageTap;
+
+/// One response's accounting.
+#[derive(Debug)]
+pub struct Accounting {
+    metrics: Arc<Metrics>,
+    pool: Arc<PoolRuntime>,
+    model: ModelLabels,
+    started: Instant,
+    dispatched: Instant,
+    ticket: TtftTicket,
+    guard: Option<InFlightGuard>,
+    streaming: bool,
+    first_seen: bool,
+    usage: UsageTap,
+    finished: bool,
+}
+
+impl Accounting {
+    /// Starts accounting for a response from the endpoint of `ticket`.
+    ///
+    /// `streaming`: the response is SSE, so its first chunk is the first token. A buffered
+    /// answer's first byte is its last, which would teach the latency model nonsense, so only
+    /// streams feed TTFT.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        metrics: Arc<Metrics>,
+        pool: Arc<PoolRuntime>,
+        model: &str,
+        started: Instant,
+        dispatched: Instant,
+        ticket: TtftTicket,
+        guard: InFlightGuard,
+        streaming: bool,
+        usage: UsageTap,
+    ) -> Self {
+        metrics.in_flight.inc();
+        Self {
+            metrics,
+            pool,
+            model: ModelLabels {
+                model: model.to_owned(),
+            },
+            started,
+            dispatched,
+            ticket,
+            guard: Some(guard),
+            streaming,
+            first_seen: false,
+            usage,
+            finished: false,
+        }
+    }
+
+    /// A chunk passed through to the client.
+    pub fn on_data(&mut self, chunk: &[u8]) {
+        if !self.first_seen && !chunk.is_empty() {
+            self.first_seen = true;
+            if self.streaming {
+                self.pool
+                    .observe_ttft(&self.ticket, self.dispatched.elapsed());
+                self.metrics
+                    .ttft
+                    .get_or_create(&self.model)
+                    .observe(self.started.elapsed().as_secs_f64());
+            }
+        }
+        self.usage.feed(chunk);
+    }
+
+    /// The body ended (or was dropped). Runs once.
+    pub fn finish(&mut self) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        self.guard.take();
+        self.pool.completed();
+        self.metrics.in_flight.dec();
+        self.metrics
+            .e2e
+            .get_or_create(&self.model)
+            .observe(self.started.elapsed().as_secs_f64());
+        if let Some(u) = self.usage.finish() {
+            let m = &self.metrics;
+            m.prompt_tokens
+                .get_or_create(&self.model)
+                .inc_by(u.prompt_tokens);
+            m.completion_tokens
+                .get_or_create(&self.model)
+                .inc_by(u.completion_tokens);
+            m.cached_tokens
+                .get_or_create(&self.model)
+                .inc_by(u.cached_tokens);
+        }
+    }
+}
+
+impl Drop for Accounting {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}

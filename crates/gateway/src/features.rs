@@ -1,0 +1,120 @@
+//! What the picker needs to know about a request, computed once from the parsed body and the
+//! headers: prefix block hashes, an estimate of the prompt's tokens, the adapter, and the
+//! tenant and priority band.
+
+use hyper::HeaderMap;
+use infergate_config::gateway::{Band, Identity, ResolvedTenancy};
+use infergate_picker::prefix::{hash_prompt, PrefixParams};
+use infergate_picker::RequestFeatures;
+
+/// Bytes per token in the estimate (upstream's four characters per token).
+const BYTES_PER_TOKEN: u64 = 4;
+
+/// A band's priority as the picker and the admission check read it: negative is sheddable.
+pub fn priority(band: Band) -> i32 {
+    match band {
+        Band::Critical => 1,
+        Band::Standard => 0,
+        Band::Sheddable => -1,
+    }
+}
+
+/// The band a request asks for in its criticality header; the default band when it names none
+/// or one that is not a band.
+pub fn band(headers: &HeaderMap, tenancy: &ResolvedTenancy) -> Band {
+    let default = tenancy.default_criticality.value;
+    let Identity::Header(name) = &tenancy.criticality.value else {
+        return default;
+    };
+    let Some(v) = headers.get(name.as_str()).and_then(|v| v.to_str().ok()) else {
+        return default;
+    };
+    match v.trim().to_ascii_lowercase().as_str() {
+        "critical" => Band::Critical,
+        "standard" => Band::Standard,
+        "sheddable" => Band::Sheddable,
+        _ => default,
+    }
+}
+
+/// The tenant named in the fairness header, when tenancy comes from headers.
+pub fn tenant(headers: &HeaderMap, tenancy: &ResolvedTenancy) -> Option<String> {
+    let Identity::Header(name) = &tenancy.tenant.value else {
+        return None;
+    };
+    headers
+        .get(name.as_str())
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+/// The request's features for the picker.
+pub fn features(
+    model: &str,
+    adapter: Option<&str>,
+    prompt: &[u8],
+    params: &PrefixParams,
+    band: Band,
+    tenant: Option<String>,
+) -> RequestFeatures {
+    RequestFeatures {
+        model: model.to_owned(),
+        target_adapter: adapter.map(str::to_owned),
+        prompt_block_hashes: hash_prompt(model, None, prompt, params),
+        prompt_tokens: (prompt.len() as u64).div_ceil(BYTES_PER_TOKEN),
+        priority: priority(band),
+        tenant,
+        session: None,
+        endpoint_subset: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hyper::header::HeaderValue;
+
+    fn tenancy() -> ResolvedTenancy {
+        infergate_config::gateway::load_from_str(
+            "apiVersion: infergate.dev/v1alpha1\nkind: InferenceGatewayConfig\nspec:\n  bbr: {enabled: true}\n  schedulers:\n    - name: a\n      modelName: m\n      modelSelector: {matchLabels: {app: a}}\n",
+        )
+        .unwrap()
+        .resolve()
+        .unwrap()
+        .tenancy
+    }
+
+    #[test]
+    fn band_and_tenant_come_from_the_headers() {
+        let t = tenancy();
+        let mut h = HeaderMap::new();
+        assert_eq!(band(&h, &t), Band::Standard);
+        h.insert(
+            "x-gateway-inference-objective",
+            HeaderValue::from_static("Sheddable"),
+        );
+        h.insert(
+            "x-gateway-inference-fairness-id",
+            HeaderValue::from_static("team-a"),
+        );
+        assert_eq!(band(&h, &t), Band::Sheddable);
+        assert_eq!(tenant(&h, &t).as_deref(), Some("team-a"));
+    }
+
+    #[test]
+    fn prompt_tokens_are_bytes_over_four_and_blocks_are_64_bytes() {
+        let prompt = vec![b'x'; 130];
+        let f = features(
+            "m",
+            Some("a"),
+            &prompt,
+            &PrefixParams::default(),
+            Band::Critical,
+            None,
+        );
+        assert_eq!(f.prompt_tokens, 33);
+        assert_eq!(f.prompt_block_hashes.len(), 2);
+        assert_eq!(f.priority, 1);
+        assert_eq!(f.target_adapter.as_deref(), Some("a"));
+    }
+}

@@ -1,0 +1,247 @@
+//! The gateway's own Prometheus metrics, served by the admin listener.
+//!
+//! Label values are bounded by the configuration: models and pools come from the config (a
+//! request naming an unknown model is counted under `model=""`), endpoints from discovery.
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::{Family, MetricConstructor};
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+/// Labels of a request count.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// The model the request named (adapter or base model); empty when unknown.
+    pub model: String,
+    /// The pool; empty when none was found.
+    pub pool: String,
+    /// The endpoint that answered; empty when none did.
+    pub endpoint: String,
+    /// The HTTP status the client got.
+    pub status: u16,
+}
+
+/// Labels of a per-model series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ModelLabels {
+    /// The model the request named.
+    pub model: String,
+}
+
+/// Labels of a per-pool series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PoolLabels {
+    /// The pool.
+    pub pool: String,
+}
+
+/// Labels of a per-endpoint series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EndpointLabels {
+    /// The pool.
+    pub pool: String,
+    /// The endpoint's address.
+    pub endpoint: String,
+}
+
+/// Labels of a retry count.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RetryLabels {
+    /// The pool.
+    pub pool: String,
+    /// The endpoint that failed.
+    pub endpoint: String,
+    /// `connect` (no answer) or `status_503`.
+    pub reason: String,
+}
+
+/// Builds a histogram with fixed buckets; a named type because `Family` needs one.
+#[derive(Clone, Copy, Debug)]
+pub struct Buckets {
+    start: f64,
+    factor: f64,
+    count: u16,
+}
+
+impl MetricConstructor<Histogram> for Buckets {
+    fn new_metric(&self) -> Histogram {
+        Histogram::new(exponential_buckets(self.start, self.factor, self.count))
+    }
+}
+
+/// Latency buckets from 1 ms to about 9 minutes.
+const LATENCY: Buckets = Buckets {
+    start: 0.001,
+    factor: 2.0,
+    count: 20,
+};
+
+/// Picker decision buckets from 1 µs to about 0.5 s.
+const DECISION: Buckets = Buckets {
+    start: 1e-6,
+    factor: 2.0,
+    count: 20,
+};
+
+/// Every metric the gateway exports.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    /// Requests answered, by model, pool, endpoint and status.
+    pub requests: Family<RequestLabels, Counter>,
+    /// Time to first token of streamed answers, by model.
+    pub ttft: Family<ModelLabels, Histogram, Buckets>,
+    /// Request start to last byte, by model.
+    pub e2e: Family<ModelLabels, Histogram, Buckets>,
+    /// Prompt tokens from `usage`, by model.
+    pub prompt_tokens: Family<ModelLabels, Counter>,
+    /// Generated tokens from `usage`, by model.
+    pub completion_tokens: Family<ModelLabels, Counter>,
+    /// Prompt tokens served from the prefix cache, from `usage`, by model.
+    pub cached_tokens: Family<ModelLabels, Counter>,
+    /// Requests sent to each endpoint (fallbacks included).
+    pub routing_decisions: Family<EndpointLabels, Counter>,
+    /// Requests shed with 429 because the pool was saturated.
+    pub shed: Family<PoolLabels, Counter>,
+    /// Attempts that failed before the first response byte and moved to a fallback.
+    pub retries: Family<RetryLabels, Counter>,
+    /// Largest minus smallest waiting queue over the pool's fresh endpoints.
+    pub queue_spread: Family<PoolLabels, Gauge<f64, AtomicU64>>,
+    /// Mean saturation of the pool (1 = at the detector's thresholds).
+    pub saturation: Family<PoolLabels, Gauge<f64, AtomicU64>>,
+    /// Scrapes that failed (connect, status, timeout or parse).
+    pub scrape_errors: Family<EndpointLabels, Counter>,
+    /// Seconds since the endpoint's last good scrape (set when `/metrics` is read).
+    pub scrape_age: Family<EndpointLabels, Gauge<f64, AtomicU64>>,
+    /// Time to pick and dispatch, by pool.
+    pub picker_latency: Family<PoolLabels, Histogram, Buckets>,
+    /// Responses streaming now.
+    pub in_flight: Gauge,
+    /// Config reloads, by outcome.
+    pub reloads: Family<ReloadLabels, Counter>,
+}
+
+/// Labels of a reload count.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReloadLabels {
+    /// `ok` or `error`.
+    pub outcome: String,
+}
+
+impl Metrics {
+    /// Every family, registered under the `infergate_` prefix.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("infergate");
+        let m = Self {
+            requests: Family::default(),
+            ttft: Family::new_with_constructor(LATENCY),
+            e2e: Family::new_with_constructor(LATENCY),
+            prompt_tokens: Family::default(),
+            completion_tokens: Family::default(),
+            cached_tokens: Family::default(),
+            routing_decisions: Family::default(),
+            shed: Family::default(),
+            retries: Family::default(),
+            queue_spread: Family::default(),
+            saturation: Family::default(),
+            scrape_errors: Family::default(),
+            scrape_age: Family::default(),
+            picker_latency: Family::new_with_constructor(DECISION),
+            in_flight: Gauge::default(),
+            reloads: Family::default(),
+            registry: Registry::default(),
+        };
+        let r = &mut registry;
+        r.register("requests", "Requests answered", m.requests.clone());
+        r.register(
+            "time_to_first_token_seconds",
+            "Time to first token of streamed answers",
+            m.ttft.clone(),
+        );
+        r.register(
+            "e2e_request_latency_seconds",
+            "Request arrival to last response byte",
+            m.e2e.clone(),
+        );
+        r.register(
+            "prompt_tokens",
+            "Prompt tokens (from usage)",
+            m.prompt_tokens.clone(),
+        );
+        r.register(
+            "completion_tokens",
+            "Generated tokens (from usage)",
+            m.completion_tokens.clone(),
+        );
+        r.register(
+            "cached_tokens",
+            "Prompt tokens served from the prefix cache (from usage)",
+            m.cached_tokens.clone(),
+        );
+        r.register(
+            "routing_decisions",
+            "Requests sent to each endpoint",
+            m.routing_decisions.clone(),
+        );
+        r.register(
+            "shed_requests",
+            "Requests answered 429 because every candidate was saturated",
+            m.shed.clone(),
+        );
+        r.register(
+            "upstream_retries",
+            "Attempts that failed before the first byte and moved to a fallback",
+            m.retries.clone(),
+        );
+        r.register(
+            "pool_queue_spread",
+            "Largest minus smallest waiting queue over fresh endpoints",
+            m.queue_spread.clone(),
+        );
+        r.register(
+            "pool_saturation",
+            "Mean endpoint saturation (1 = at the thresholds)",
+            m.saturation.clone(),
+        );
+        r.register(
+            "scrape_errors",
+            "Failed metrics scrapes",
+            m.scrape_errors.clone(),
+        );
+        r.register(
+            "scrape_age_seconds",
+            "Seconds since the last good scrape",
+            m.scrape_age.clone(),
+        );
+        r.register(
+            "picker_latency_seconds",
+            "Time to pick and dispatch",
+            m.picker_latency.clone(),
+        );
+        r.register(
+            "in_flight_responses",
+            "Responses streaming now",
+            m.in_flight.clone(),
+        );
+        r.register("config_reloads", "Config reloads", m.reloads.clone());
+        Self { registry, ..m }
+    }
+
+    /// Prometheus text exposition of every family.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}

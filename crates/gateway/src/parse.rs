@@ -1,0 +1,174 @@
+//! Parse once: read the body (bounded by `bbr.maxRequestBodyBytes`) and pull out what routing
+//! and picking need — the model, the stream flag and where the prompt is — in one pass over the
+//! JSON. The body is forwarded as received, so nothing here rewrites it.
+
+use std::borrow::Cow;
+use std::ops::Range;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use hyper::body::Incoming;
+use hyper::header::CONTENT_LENGTH;
+use hyper::HeaderMap;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::api_error::ApiError;
+
+/// Header naming the model when the body does not.
+pub const MODEL_HEADER: &str = "x-gateway-model-name";
+
+/// What the gateway reads from an inference request body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedRequest {
+    /// The body's `model`, else the `x-gateway-model-name` header.
+    pub model: String,
+    /// `stream: true`.
+    pub stream: bool,
+    /// The serialized prompt: the JSON of `messages` (chat), the text of a string `prompt` or
+    /// `input`, or the JSON of a list of them.
+    pub prompt: PromptBytes,
+}
+
+/// Where the prompt's bytes are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PromptBytes {
+    /// A range of the body (no escapes to undo).
+    Body(Range<usize>),
+    /// Unescaped text.
+    Owned(Vec<u8>),
+    /// No prompt field.
+    None,
+}
+
+impl PromptBytes {
+    /// The bytes, given the body they may point into.
+    pub fn get<'a>(&'a self, body: &'a [u8]) -> &'a [u8] {
+        match self {
+            PromptBytes::Body(r) => body.get(r.clone()).unwrap_or_default(),
+            PromptBytes::Owned(v) => v,
+            PromptBytes::None => &[],
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct Head<'a> {
+    #[serde(default, borrow)]
+    model: Option<Cow<'a, str>>,
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(default, borrow)]
+    messages: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    prompt: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    input: Option<&'a RawValue>,
+}
+
+/// Reads the whole body, refusing with 413 as soon as it is known to be over `limit`: at once
+/// from `Content-Length`, else when the bytes read pass it.
+pub async fn read_body(body: Incoming, headers: &HeaderMap, limit: u64) -> Result<Bytes, ApiError> {
+    let declared = headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        return Err(ApiError::too_large(limit));
+    }
+    let limited = Limited::new(body, usize::try_from(limit).unwrap_or(usize::MAX));
+    match limited.collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => Err(ApiError::too_large(limit)),
+        Err(e) => Err(ApiError::body_read(e)),
+    }
+}
+
+/// Parses a body; `header_model` is the `x-gateway-model-name` value, used when the body names
+/// no model.
+pub fn parse(body: &[u8], header_model: Option<&str>) -> Result<ParsedRequest, ApiError> {
+    let head: Head<'_> = serde_json::from_slice(body).map_err(ApiError::bad_json)?;
+    let model = match (head.model, header_model) {
+        (Some(m), _) if !m.is_empty() => m.into_owned(),
+        (_, Some(h)) if !h.is_empty() => h.to_owned(),
+        _ => return Err(ApiError::no_model()),
+    };
+    let prompt = match (head.messages, head.prompt.or(head.input)) {
+        (Some(raw), _) => PromptBytes::Body(range_in(body, raw.get())),
+        (None, Some(raw)) if raw.get().starts_with('"') => {
+            match serde_json::from_str::<Cow<'_, str>>(raw.get()) {
+                Ok(Cow::Borrowed(s)) => PromptBytes::Body(range_in(body, s)),
+                Ok(Cow::Owned(s)) => PromptBytes::Owned(s.into_bytes()),
+                Err(e) => return Err(ApiError::bad_json(e)),
+            }
+        }
+        (None, Some(raw)) => PromptBytes::Body(range_in(body, raw.get())),
+        (None, None) => PromptBytes::None,
+    };
+    Ok(ParsedRequest {
+        model,
+        stream: head.stream.unwrap_or(false),
+        prompt,
+    })
+}
+
+/// The position of `part`, a slice borrowed from `whole`, within it.
+fn range_in(whole: &[u8], part: &str) -> Range<usize> {
+    let start = (part.as_ptr() as usize).saturating_sub(whole.as_ptr() as usize);
+    let start = start.min(whole.len());
+    start..(start + part.len()).min(whole.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chat_prompt_is_the_json_of_messages() {
+        let body = br#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+        let p = parse(body, None).unwrap();
+        assert_eq!(p.model, "m");
+        assert!(p.stream);
+        assert_eq!(
+            p.prompt.get(body),
+            br#"[{"role":"user","content":"hi"}]"#.as_slice()
+        );
+    }
+
+    #[test]
+    fn completion_prompt_is_its_text_unescaped() {
+        let body = br#"{"model":"m","prompt":"a \"quoted\" word"}"#;
+        let p = parse(body, None).unwrap();
+        assert_eq!(p.prompt.get(body), br#"a "quoted" word"#.as_slice());
+        assert!(!p.stream);
+        let plain = br#"{"model":"m","input":"plain text"}"#;
+        assert_eq!(
+            parse(plain, None).unwrap().prompt.get(plain),
+            b"plain text".as_slice()
+        );
+    }
+
+    #[test]
+    fn model_comes_from_the_body_then_the_header() {
+        let body = br#"{"prompt":"x"}"#;
+        assert_eq!(parse(body, Some("h")).unwrap().model, "h");
+        assert_eq!(parse(body, None).unwrap_err(), ApiError::no_model());
+        let both = br#"{"model":"b","prompt":"x"}"#;
+        assert_eq!(parse(both, Some("h")).unwrap().model, "b");
+    }
+
+    #[test]
+    fn not_json_or_not_an_object_is_400() {
+        for bad in [
+            &b"{"[..],
+            b"[1,2]",
+            b"\"s\"",
+            br#"{"model": 3}"#,
+            br#"{"stream":"yes","model":"m"}"#,
+        ] {
+            let e = parse(bad, None).unwrap_err();
+            assert_eq!(e.status(), hyper::StatusCode::BAD_REQUEST, "{bad:?}");
+            assert_eq!(e.code(), "invalid_json");
+        }
+    }
+}

@@ -1,0 +1,103 @@
+//! A pool's picking policy from its config: scheduler `weights` (with the defaults the config
+//! crate applied) or an `EndpointPickerConfig` file, and the metric dialect of its engine.
+
+use std::path::Path;
+
+use infergate_config::gateway::{EffectiveWeights, EngineType, PickerSource, Pool};
+use infergate_picker::config::{EndpointPickerConfig, Weights};
+use infergate_picker::metrics::Engine;
+use infergate_picker::Policy;
+
+use crate::error::GatewayError;
+
+/// The picker's `Weights` for weights the config crate resolved. Every weight is passed as
+/// written or defaulted, so the picker applies no default of its own: the config crate's
+/// defaults are the only ones.
+pub fn picker_weights(w: &EffectiveWeights) -> Weights {
+    Weights {
+        queue: Some(w.queue.value),
+        kv_cache: Some(w.kv_cache.value),
+        prefix: Some(w.prefix.value),
+        lora_affinity: Some(w.lora_affinity.value),
+        running_requests: Some(w.running_requests.value),
+        predicted_latency: Some(w.predicted_latency.value),
+        lru: Some(w.lru.value),
+    }
+}
+
+/// The policy of `pool`. A picker config file is read relative to `config_dir` (the directory
+/// of the gateway config) when its path is relative.
+pub fn pool_policy(pool: &Pool, config_dir: Option<&Path>) -> Result<Policy, GatewayError> {
+    let picker_error = |reason: String| GatewayError::Picker {
+        pool: pool.name.clone(),
+        reason,
+    };
+    match &pool.picker {
+        PickerSource::Weights(w) => Ok(Policy::Weighted(picker_weights(w).to_profile(&pool.name))),
+        PickerSource::File(path) => {
+            let path = match config_dir {
+                Some(dir) if Path::new(path).is_relative() => dir.join(path),
+                _ => Path::new(path).to_path_buf(),
+            };
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| picker_error(format!("pickerConfigFile {}: {e}", path.display())))?;
+            let epc: EndpointPickerConfig = serde_norway::from_str(&text)
+                .map_err(|e| picker_error(format!("pickerConfigFile {}: {e}", path.display())))?;
+            let profile = epc
+                .to_profile()
+                .map_err(|e| picker_error(format!("pickerConfigFile {}: {e}", path.display())))?;
+            Ok(Policy::Weighted(profile))
+        }
+        PickerSource::ConfigMap { name, .. } => Err(GatewayError::unsupported(
+            format!("spec.schedulers[{}].configMapRef", pool.name),
+            format!(
+                "ConfigMap `{name}` lives in Kubernetes, which a standalone gateway does not \
+                 read; use pickerConfigFile with the same EndpointPickerConfig"
+            ),
+        )),
+    }
+}
+
+/// The metric dialect of an engine type.
+pub fn engine_dialect(engine: EngineType) -> Engine {
+    match engine {
+        EngineType::Vllm => Engine::Vllm,
+        EngineType::Sglang => Engine::Sglang,
+        EngineType::Tgi => Engine::Tgi,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use infergate_config::gateway::Setting;
+    use infergate_picker::Scorer;
+
+    #[test]
+    fn resolved_defaults_become_the_same_scorers() {
+        let w = EffectiveWeights::from_weights(None);
+        let profile = picker_weights(&w).to_profile("p");
+        let kinds: Vec<(Scorer, f64)> = profile
+            .scorers
+            .iter()
+            .map(|s| (s.scorer.clone(), s.weight))
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (Scorer::Queue, 2.0),
+                (Scorer::KvCache, 2.0),
+                (Scorer::Prefix, 3.0)
+            ]
+        );
+        let mut off = w;
+        off.queue = Setting::set(0);
+        off.lora_affinity = Setting::set(1);
+        let profile = picker_weights(&off).to_profile("p");
+        assert!(profile.scorers.iter().all(|s| s.scorer != Scorer::Queue));
+        assert!(profile
+            .scorers
+            .iter()
+            .any(|s| s.scorer == Scorer::LoraAffinity));
+    }
+}

@@ -1,0 +1,332 @@
+//! One model pool at run time: the snapshot the control plane swaps in, the picker that learns
+//! across requests, and the pool's settings.
+//!
+//! Requests read the snapshot with one atomic load and never wait on the control plane. The
+//! picker needs `&mut`, so it sits behind a mutex held only for the pick and the dispatch of one
+//! request (microseconds); the first-token observation takes it once more.
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use infergate_config::gateway::{AppProtocol, Pool as PoolConfig, ResolvedGateway};
+use infergate_picker::metrics::Engine;
+use infergate_picker::{
+    Dispatch, EndpointId, EndpointSpec, Pick, PickError, Picker, Policy, Pool, RequestFeatures,
+    ScrapedMetrics, TtftTicket,
+};
+
+use crate::admission::{self, PoolLoad, Thresholds};
+use crate::error::GatewayError;
+use crate::metrics::{Metrics, PoolLabels};
+
+/// What a request reads: the endpoints with their last scrapes, and the load summary.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// The picker's pool.
+    pub pool: Pool,
+    /// Saturation as of the last round of scrapes.
+    pub load: PoolLoad,
+}
+
+/// How fast the pool finishes requests, sampled by the control plane.
+#[derive(Debug, Default)]
+struct Drain {
+    completed: AtomicU64,
+    state: Mutex<DrainState>,
+}
+
+#[derive(Debug, Default)]
+struct DrainState {
+    last_at: Option<Duration>,
+    last_completed: u64,
+    per_sec: f64,
+}
+
+/// A pool at run time.
+#[derive(Debug)]
+pub struct PoolRuntime {
+    /// The scheduler's name.
+    pub name: String,
+    /// The model it serves.
+    pub model_name: String,
+    /// Adapters routed here.
+    pub adapters: Vec<String>,
+    /// Metric dialect of its endpoints.
+    pub engine: Engine,
+    /// Upstream speaks HTTP/2 over cleartext.
+    pub h2c: bool,
+    /// Whole-request timeout.
+    pub route_timeout: Option<Duration>,
+    /// Whether its endpoints are scraped (a default-backend host is not).
+    pub scraped: bool,
+    policy: Policy,
+    thresholds: Thresholds,
+    snapshot: ArcSwap<Snapshot>,
+    picker: Arc<Mutex<Picker>>,
+    drain: Arc<Drain>,
+}
+
+/// A stable id for an endpoint address, so an endpoint keeps what the picker learned about it
+/// across reloads.
+pub fn endpoint_id(address: &str) -> EndpointId {
+    let mut h = DefaultHasher::new();
+    address.hash(&mut h);
+    EndpointId(h.finish())
+}
+
+fn seed_of(name: &str) -> u64 {
+    endpoint_id(name).0
+}
+
+fn lock(m: &Mutex<Picker>) -> MutexGuard<'_, Picker> {
+    // The picker's state is a cache of what it learned; a panic mid-update cannot make it
+    // unsafe to keep using, only slightly wrong until it relearns.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl PoolRuntime {
+    /// A pool from its config. With `previous` (a reload), endpoints that stay keep their
+    /// metrics, counters and in-flight guards, and the picker is kept when the policy did not
+    /// change.
+    pub fn new(
+        config: &PoolConfig,
+        gateway: &ResolvedGateway,
+        policy: Policy,
+        previous: Option<&PoolRuntime>,
+    ) -> Result<Self, GatewayError> {
+        let mut specs: Vec<EndpointSpec> = Vec::with_capacity(config.endpoints.len());
+        for e in &config.endpoints {
+            // Two static entries with one address are one endpoint.
+            if specs.iter().any(|s| s.address == e.authority) {
+                continue;
+            }
+            let mut spec = EndpointSpec::new(endpoint_id(&e.authority).0, e.authority.clone());
+            spec.labels = e.labels.clone();
+            specs.push(spec);
+        }
+        Self::with_specs(
+            &config.name,
+            &config.model_name,
+            config.adapters.clone(),
+            crate::policy::engine_dialect(config.engine_type.value),
+            config.app_protocol.value == AppProtocol::H2c,
+            config.route_timeout.value,
+            true,
+            thresholds(gateway),
+            policy,
+            specs,
+            previous,
+        )
+    }
+
+    /// A pool of one host that is not scraped: `bbr.defaultBackend` naming a host.
+    pub fn host(
+        name: &str,
+        authority: &str,
+        gateway: &ResolvedGateway,
+    ) -> Result<Self, GatewayError> {
+        let spec = EndpointSpec::new(endpoint_id(authority).0, authority);
+        Self::with_specs(
+            name,
+            "",
+            Vec::new(),
+            Engine::Vllm,
+            false,
+            None,
+            false,
+            Thresholds {
+                enabled: false,
+                ..thresholds(gateway)
+            },
+            Policy::RoundRobin,
+            vec![spec],
+            None,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn with_specs(
+        name: &str,
+        model_name: &str,
+        adapters: Vec<String>,
+        engine: Engine,
+        h2c: bool,
+        route_timeout: Option<Duration>,
+        scraped: bool,
+        thresholds: Thresholds,
+        policy: Policy,
+        specs: Vec<EndpointSpec>,
+        previous: Option<&PoolRuntime>,
+    ) -> Result<Self, GatewayError> {
+        let bad = |e: infergate_picker::PoolError| GatewayError::Picker {
+            pool: name.to_owned(),
+            reason: e.to_string(),
+        };
+        let (pool, load, picker, drain) = match previous {
+            Some(prev) => {
+                let old = prev.snapshot.load();
+                let picker = if prev.policy == policy {
+                    Arc::clone(&prev.picker)
+                } else {
+                    Arc::new(Mutex::new(Picker::new(policy.clone(), seed_of(name))))
+                };
+                (
+                    old.pool.with_members(specs).map_err(bad)?,
+                    old.load,
+                    picker,
+                    Arc::clone(&prev.drain),
+                )
+            }
+            None => (
+                Pool::new(specs).map_err(bad)?,
+                PoolLoad::default(),
+                Arc::new(Mutex::new(Picker::new(policy.clone(), seed_of(name)))),
+                Arc::new(Drain::default()),
+            ),
+        };
+        Ok(Self {
+            name: name.to_owned(),
+            model_name: model_name.to_owned(),
+            adapters,
+            engine,
+            h2c,
+            route_timeout,
+            scraped,
+            policy,
+            thresholds,
+            snapshot: ArcSwap::from_pointee(Snapshot { pool, load }),
+            picker,
+            drain,
+        })
+    }
+
+    /// The current snapshot.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot.load_full()
+    }
+
+    /// The picker's policy.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// Whether a request of `priority` is admitted now; `Err(retry_after_secs)` when shed.
+    pub fn admit(&self, snap: &Snapshot, priority: i32, now: Duration) -> Result<(), u64> {
+        admission::admit(&snap.load, &self.thresholds, priority, now)
+    }
+
+    /// Picks the primary and fallbacks and dispatches to the primary, in one short critical
+    /// section.
+    pub fn pick(
+        &self,
+        snap: &Snapshot,
+        req: &RequestFeatures,
+        now: Duration,
+    ) -> Result<(Pick, Dispatch), PickError> {
+        let mut picker = lock(&self.picker);
+        let pick = picker.pick(&snap.pool, req, now)?;
+        let dispatch = picker.on_dispatch(&snap.pool, pick.primary, req, now)?;
+        Ok((pick, dispatch))
+    }
+
+    /// Dispatches to a fallback after the primary failed before answering.
+    pub fn dispatch(
+        &self,
+        snap: &Snapshot,
+        endpoint: EndpointId,
+        req: &RequestFeatures,
+        now: Duration,
+    ) -> Result<Dispatch, PickError> {
+        lock(&self.picker).on_dispatch(&snap.pool, endpoint, req, now)
+    }
+
+    /// Teaches the latency model a first token.
+    pub fn observe_ttft(&self, ticket: &TtftTicket, ttft: Duration) {
+        lock(&self.picker).observe_ttft(ticket, ttft);
+    }
+
+    /// Counts a finished request, for the drain rate behind Retry-After.
+    pub fn completed(&self) {
+        self.drain.completed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Installs a round of scrapes: a new snapshot with them applied, swapped in whole. Only the
+    /// pool's publisher calls it, so there is one writer and no lost update.
+    pub fn install(
+        &self,
+        scrapes: Vec<(EndpointId, ScrapedMetrics)>,
+        now: Duration,
+        metrics: &Metrics,
+    ) {
+        let mut pool = self.snapshot.load().pool.clone();
+        for (id, m) in scrapes {
+            // An endpoint removed by a reload while its scrape was in flight: nothing to do.
+            let _ = pool.update_metrics(id, m);
+        }
+        let load = admission::summarize(&pool, &self.thresholds, now, self.drain_rate(now));
+        let labels = PoolLabels {
+            pool: self.name.clone(),
+        };
+        metrics
+            .queue_spread
+            .get_or_create(&labels)
+            .set(load.queue_spread);
+        metrics
+            .saturation
+            .get_or_create(&labels)
+            .set(load.mean_saturation);
+        self.snapshot.store(Arc::new(Snapshot { pool, load }));
+    }
+
+    /// Completions per second, an average over the last several seconds.
+    fn drain_rate(&self, now: Duration) -> f64 {
+        let mut s = self
+            .drain
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let completed = self.drain.completed.load(Ordering::Relaxed);
+        match s.last_at {
+            None => {
+                s.last_at = Some(now);
+                s.last_completed = completed;
+            }
+            Some(at) if now.saturating_sub(at) >= Duration::from_secs(1) => {
+                let dt = now.saturating_sub(at).as_secs_f64();
+                let rate = completed.saturating_sub(s.last_completed) as f64 / dt;
+                s.per_sec = if s.per_sec == 0.0 {
+                    rate
+                } else {
+                    0.7 * s.per_sec + 0.3 * rate
+                };
+                s.last_at = Some(now);
+                s.last_completed = completed;
+            }
+            Some(_) => {}
+        }
+        s.per_sec
+    }
+
+    /// Whether every endpoint has been scraped at least once.
+    pub fn all_scraped(&self) -> bool {
+        let snap = self.snapshot.load();
+        snap.pool
+            .specs()
+            .iter()
+            .all(|s| snap.pool.metrics(s.id).is_some())
+    }
+}
+
+fn thresholds(gateway: &ResolvedGateway) -> Thresholds {
+    let f = &gateway.flow_control;
+    Thresholds {
+        enabled: f.enabled.value,
+        queue_depth: f64::from(f.saturation.queue_depth_threshold.value),
+        kv_cache: f.saturation.kv_cache_threshold.value,
+        staleness: f.saturation.metrics_staleness_threshold.value,
+    }
+}

@@ -1,0 +1,206 @@
+//! Proxy: send the request to the picked endpoint and stream the answer back; before the first
+//! response byte, a failure moves on to the next fallback.
+//!
+//! Retryability is decided here, where the failure is understood:
+//! - no answer (connect refused, reset, closed before the response head): the next fallback;
+//! - `503` from the endpoint (overloaded, starting up, shutting down): the next fallback;
+//! - any other answer, `429` included, goes to the client as it is — an endpoint's "no capacity"
+//!   is not retried, and the gateway's own 429 never reaches this point.
+
+pub mod client;
+pub mod headers;
+pub mod stream;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::http::request::Parts;
+use hyper::http::uri::{Authority, Scheme};
+use hyper::{Request, Response, StatusCode, Uri};
+use infergate_picker::{Dispatch, Pick, RequestFeatures};
+use tokio::time::Instant;
+
+use crate::account::Accounting;
+use crate::api_error::ApiError;
+use crate::body::ResponseBody;
+use crate::metrics::{EndpointLabels, RetryLabels};
+use crate::pool::Snapshot;
+use crate::route::Target;
+use crate::usage::UsageTap;
+use crate::Shared;
+use stream::ProxyBody;
+
+/// One request on its way upstream.
+#[derive(Debug)]
+pub struct Forward<'a> {
+    /// The gateway.
+    pub shared: &'a Arc<Shared>,
+    /// Where routing sent it.
+    pub target: &'a Target,
+    /// The pool snapshot the pick was made on.
+    pub snap: &'a Snapshot,
+    /// The picker's view of the request.
+    pub features: &'a RequestFeatures,
+    /// The client's request head.
+    pub parts: &'a Parts,
+    /// The body, forwarded as received.
+    pub body: Bytes,
+    /// The model the request named.
+    pub model: &'a str,
+    /// When the request arrived.
+    pub started: Instant,
+    /// When the route timeout ends, if the pool has one.
+    pub deadline: Option<Instant>,
+}
+
+/// An error and its causes on one line (hyper's own message is only the outermost).
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cause = c.source();
+    }
+    out
+}
+
+impl Forward<'_> {
+    /// Tries the primary, then each fallback, until one answers.
+    pub async fn send(
+        self,
+        pick: Pick,
+        first: Dispatch,
+    ) -> Result<Response<ResponseBody>, ApiError> {
+        let pool = &self.target.pool;
+        let headers = headers::upstream(&self.parts.headers, self.model, &self.target.base_model);
+        let path = self.parts.uri.path_and_query().map_or("/", |p| p.as_str());
+        let client = if pool.h2c {
+            &self.shared.clients.h2c
+        } else {
+            &self.shared.clients.http1
+        };
+        let mut first = Some(first);
+        let mut last = String::from("no endpoint was tried");
+        let mut tried = 0;
+        let candidates = std::iter::once(pick.primary).chain(pick.fallbacks.iter().copied());
+        for id in candidates {
+            let Some(address) = self.snap.pool.address(id) else {
+                continue;
+            };
+            let dispatch = match first.take() {
+                Some(d) => d,
+                None => {
+                    match pool.dispatch(self.snap, id, self.features, self.shared.clock.now()) {
+                        Ok(d) => d,
+                        Err(e) => {
+                            last = e.to_string();
+                            continue;
+                        }
+                    }
+                }
+            };
+            tried += 1;
+            self.shared
+                .metrics
+                .routing_decisions
+                .get_or_create(&EndpointLabels {
+                    pool: pool.name.clone(),
+                    endpoint: address.to_owned(),
+                })
+                .inc();
+            let req = match build_request(
+                self.parts,
+                headers.clone(),
+                address,
+                path,
+                self.body.clone(),
+            ) {
+                Ok(r) => r,
+                Err(e) => {
+                    last = format!("{address}: {e}");
+                    continue;
+                }
+            };
+            let dispatched = Instant::now();
+            let reason = match client.request(req).await {
+                Ok(resp) if resp.status() != StatusCode::SERVICE_UNAVAILABLE => {
+                    return Ok(self.respond(resp, dispatch, address, dispatched));
+                }
+                Ok(_) => {
+                    last = format!("{address} answered 503");
+                    "status_503"
+                }
+                Err(e) => {
+                    last = format!("{address}: {}", error_chain(&e));
+                    "connect"
+                }
+            };
+            tracing::debug!(pool = %pool.name, endpoint = %address, %last, "trying the next endpoint");
+            self.shared
+                .metrics
+                .retries
+                .get_or_create(&RetryLabels {
+                    pool: pool.name.clone(),
+                    endpoint: address.to_owned(),
+                    reason: reason.to_owned(),
+                })
+                .inc();
+        }
+        Err(ApiError::upstream_unavailable(&pool.name, tried, last))
+    }
+
+    fn respond(
+        &self,
+        resp: Response<hyper::body::Incoming>,
+        dispatch: Dispatch,
+        address: &str,
+        dispatched: Instant,
+    ) -> Response<ResponseBody> {
+        let (mut parts, body) = resp.into_parts();
+        headers::strip_hop_by_hop(&mut parts.headers);
+        if let Ok(v) = HeaderValue::from_str(address) {
+            parts.headers.insert(headers::DESTINATION_ENDPOINT, v);
+        }
+        let content_type = parts
+            .headers
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok());
+        let sse =
+            content_type.is_some_and(|c| c.to_ascii_lowercase().starts_with("text/event-stream"));
+        let account = Accounting::new(
+            Arc::clone(&self.shared.metrics),
+            Arc::clone(&self.target.pool),
+            self.model,
+            self.started,
+            dispatched,
+            dispatch.ticket,
+            dispatch.guard,
+            sse,
+            UsageTap::for_content_type(content_type),
+        );
+        let body = ProxyBody::new(body, self.deadline, sse, address.to_owned(), account);
+        Response::from_parts(parts, ResponseBody::Proxy(Box::new(body)))
+    }
+}
+
+fn build_request(
+    client: &Parts,
+    headers: hyper::HeaderMap,
+    address: &str,
+    path: &str,
+    body: Bytes,
+) -> Result<Request<Full<Bytes>>, hyper::http::Error> {
+    let uri = Uri::builder()
+        .scheme(Scheme::HTTP)
+        .authority(Authority::try_from(address)?)
+        .path_and_query(path)
+        .build()?;
+    let mut req = Request::new(Full::new(body));
+    *req.method_mut() = client.method.clone();
+    *req.uri_mut() = uri;
+    *req.headers_mut() = headers;
+    Ok(req)
+}

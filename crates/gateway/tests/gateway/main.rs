@@ -1,0 +1,11 @@
+//! The gateway end to end, on loopback: simulated vLLM replicas (and scripted upstreams where a
+//! test needs exact bytes or load figures) behind a gateway started in-process.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
+
+mod common;
+mod control;
+mod failures;
+mod routing;
+mod streaming;
+mod tls;

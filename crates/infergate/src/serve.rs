@@ -1,0 +1,120 @@
+//! `infergate serve --config F`: the standalone gateway, until Ctrl-C or SIGTERM (which drain);
+//! SIGHUP or a change to the file reloads it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use infergate_gateway::{load_config, Gateway, GatewayHandle, GatewayOptions};
+
+/// Flags of `infergate serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The InferenceGatewayConfig file.
+    #[arg(long)]
+    config: PathBuf,
+    /// Inference listener (default: spec.listen.address, else 127.0.0.1:8080).
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+    /// Admin listener for /metrics, /healthz, /readyz (default: spec.listen.adminAddress, else
+    /// 127.0.0.1:9090).
+    #[arg(long)]
+    admin_listen: Option<SocketAddr>,
+    /// Seconds requests in flight may take to finish after Ctrl-C or SIGTERM.
+    #[arg(long, default_value_t = 30)]
+    drain_secs: u64,
+}
+
+/// How often the config file is checked for changes.
+const WATCH_EVERY: Duration = Duration::from_secs(2);
+
+/// Runs `infergate serve`.
+pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let config =
+        load_config(&args.config).with_context(|| format!("in {}", args.config.display()))?;
+    let options = GatewayOptions {
+        listen: args.listen,
+        admin_listen: args.admin_listen,
+        config_path: Some(args.config.clone()),
+        drain_timeout: Duration::from_secs(args.drain_secs),
+        ..GatewayOptions::default()
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let gateway = Gateway::bind(config, options).await?;
+        let scheme = if gateway.tls().is_some() { "https" } else { "http" };
+        println!(
+            "infergate serving {scheme}://{} (admin: http://{}/metrics, /healthz, /readyz)",
+            gateway.local_addr(),
+            gateway.admin_addr()
+        );
+        match gateway.tls() {
+            Some(tls) if tls.self_signed => println!(
+                "TLS: self-signed certificate made at start-up; SHA-256 fingerprint {}",
+                tls.fingerprint
+            ),
+            Some(tls) => println!("TLS: certificate SHA-256 fingerprint {}", tls.fingerprint),
+            None => println!(
+                "WARNING: plain HTTP (no spec.tls): requests and credentials cross the network unencrypted"
+            ),
+        }
+        let handle = gateway.handle();
+        let watcher = handle.watch_config_file(WATCH_EVERY);
+        let hup = tokio::spawn(reload_on_sighup(handle));
+        gateway.run(shutdown_signal()).await;
+        hup.abort();
+        if let Some(w) = watcher {
+            w.abort();
+        }
+        Ok(())
+    })
+}
+
+/// Reloads the config file on each SIGHUP.
+async fn reload_on_sighup(handle: GatewayHandle) {
+    #[cfg(unix)]
+    {
+        let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        else {
+            tracing::warn!("SIGHUP cannot be caught here; reload by changing the config file");
+            return;
+        };
+        while hup.recv().await.is_some() {
+            match handle.reload_from_file() {
+                Ok(()) => tracing::info!("SIGHUP: config reloaded"),
+                Err(e) => {
+                    tracing::error!(error = %e, "SIGHUP: config refused; the running config stays")
+                }
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = handle;
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+    tracing::info!("shutting down: draining");
+}

@@ -1,0 +1,105 @@
+//! `infergate demo` as a user runs it: it starts, prints where to curl, and answers.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn post(addr: &str, path: &str, body: &str) -> String {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    write!(
+        stream,
+        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    stream.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn demo_starts_prints_a_curl_line_and_answers_it() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .args([
+            "demo",
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--time-scale",
+            "50",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let _running = Running(child);
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let mut banner = Vec::new();
+    loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("no banner; got {banner:?}"));
+        let done = line.starts_with("Ctrl-C");
+        banner.push(line);
+        if done {
+            break;
+        }
+    }
+    let text = banner.join("\n");
+    let gateway = banner
+        .iter()
+        .find_map(|l| l.trim().strip_prefix("gateway  http://"))
+        .unwrap_or_else(|| panic!("no gateway line:\n{text}"))
+        .to_owned();
+    assert!(text.contains("curl -N http://"), "{text}");
+    assert!(text.contains("/metrics"), "{text}");
+    assert!(
+        text.contains("Qwen/Qwen3-32B") && text.contains("sql-lora"),
+        "{text}"
+    );
+
+    // What the printed curl line sends.
+    let body = r#"{"model": "meta-llama/Llama-3.1-8B-Instruct", "stream": true, "max_tokens": 8, "messages": [{"role": "user", "content": "Hello!"}]}"#;
+    let answer = post(&gateway, "/v1/chat/completions", body);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("data: [DONE]"), "{answer}");
+    // An adapter and the second pool answer too.
+    let adapter = post(
+        &gateway,
+        "/v1/chat/completions",
+        r#"{"model": "sql-lora", "max_tokens": 4, "messages": [{"role": "user", "content": "SELECT"}]}"#,
+    );
+    assert!(adapter.starts_with("HTTP/1.1 200"), "{adapter}");
+    let qwen = post(
+        &gateway,
+        "/v1/completions",
+        r#"{"model": "Qwen/Qwen3-32B", "max_tokens": 4, "prompt": "Once"}"#,
+    );
+    assert!(qwen.starts_with("HTTP/1.1 200"), "{qwen}");
+}

@@ -1,0 +1,193 @@
+//! `infergate serve` and `infergate check` as a user runs them: a config file over a simulated
+//! replica, readiness, a request, a SIGHUP reload, a SIGTERM drain; and a refused config.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn infergate() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_infergate"))
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn request(port: u16, method: &str, path: &str, body: &str) -> Option<String> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .ok()?;
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .ok()?;
+    let mut out = String::new();
+    stream.read_to_string(&mut out).ok()?;
+    Some(out)
+}
+
+fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+fn config(model: &str, replica: u16) -> String {
+    format!(
+        "apiVersion: infergate.dev/v1alpha1
+kind: InferenceGatewayConfig
+spec:
+  bbr: {{enabled: true}}
+  schedulers:
+    - name: llama
+      modelName: {model}
+      modelSelector: {{matchLabels: {{app: llama}}}}
+  endpoints:
+    - address: 127.0.0.1:{replica}
+      labels: {{app: llama}}
+"
+    )
+}
+
+fn chat(model: &str) -> String {
+    format!(
+        r#"{{"model": "{model}", "max_tokens": 3, "messages": [{{"role": "user", "content": "hi"}}]}}"#
+    )
+}
+
+#[test]
+fn serve_answers_reloads_on_sighup_and_drains_on_sigterm() {
+    let replica = free_port();
+    let _sim = Running(
+        infergate()
+            .args([
+                "sim",
+                "--model",
+                "instant",
+                "--served-model-name",
+                "llama",
+                "--port",
+            ])
+            .arg(replica.to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let dir = std::env::temp_dir().join(format!("infergate-serve-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("gateway.yaml");
+    std::fs::write(&file, config("llama", replica)).unwrap();
+    let (port, admin) = (free_port(), free_port());
+    let mut child = infergate()
+        .args(["serve", "--config"])
+        .arg(&file)
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    wait_for("readyz", || {
+        request(admin, "GET", "/readyz", "").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
+    });
+    let r = request(port, "POST", "/v1/chat/completions", &chat("llama")).unwrap();
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+
+    // The pool's model is renamed; SIGHUP makes it so.
+    std::fs::write(&file, config("llama-renamed", replica)).unwrap();
+    let hup = Command::new("kill")
+        .args(["-HUP", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(hup.success());
+    // The replica still serves `llama` only, so the renamed model reaches it and gets vLLM's
+    // 404; the gateway's own 404 says "no matching model".
+    wait_for("the renamed model to route", || {
+        request(port, "POST", "/v1/chat/completions", &chat("llama-renamed"))
+            .is_some_and(|r| r.contains("does not exist"))
+    });
+    let old = request(port, "POST", "/v1/chat/completions", &chat("llama")).unwrap();
+    assert!(
+        old.starts_with("HTTP/1.1 404") && old.contains("no matching model"),
+        "{old}"
+    );
+
+    let term = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "serve did not stop on SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn check_prints_the_report_and_refuses_a_bad_config_naming_the_field() {
+    let dir = std::env::temp_dir().join(format!("infergate-check-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = dir.join("good.yaml");
+    std::fs::write(&good, config("llama", 8000)).unwrap();
+    let out = infergate()
+        .arg("check")
+        .arg("--config")
+        .arg(&good)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("llama"), "{text}");
+
+    let bad = dir.join("bad.yaml");
+    std::fs::write(
+        &bad,
+        config("llama", 8000).replace(
+            "bbr: {enabled: true}",
+            "bbr: {enabled: true, maxRequestBodyBytes: 0}",
+        ),
+    )
+    .unwrap();
+    let out = infergate()
+        .arg("check")
+        .arg("--config")
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("spec.bbr.maxRequestBodyBytes"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
