@@ -1,0 +1,374 @@
+//! The virtual-time runner: simulated replicas, the real picker, scrapes at their real interval.
+//!
+//! One event heap orders arrivals, engine step ends and per-replica scrapes. A scrape copies a
+//! replica's gauges into the picker's pool exactly as the gateway's scraper would parse them from
+//! `/metrics`, so between scrapes the picker sees metrics up to one interval old — the staleness
+//! that makes naive max-score pickers herd. Each replica's scrapes have their own random phase.
+//! `clairvoyant` instead reads every engine's true state at dispatch time.
+
+use crate::scenario::{ReplicaKind, Scenario};
+use crate::workload::BenchRequest;
+use infergate_engine::rng::Rng;
+use infergate_engine::step_time::StepTimeModel;
+use infergate_engine::{
+    Engine, EngineConfig, Event, EventKind, FinishReason, NewRequest, Profile, RequestId,
+};
+use infergate_picker::{
+    Dispatch, EndpointId, EndpointSpec, LoraInfo, Picker, Policy, Pool, RequestFeatures,
+    ScrapedMetrics,
+};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::time::Duration;
+
+/// The picker's approximate index looks at no more than this many leading blocks.
+const MAX_PREFIX_BLOCKS: usize = 256;
+
+/// Why a run could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// A profile in the scenario does not exist.
+    #[error("profile: {0}")]
+    Profile(#[from] infergate_engine::ProfileError),
+    /// The policy name is unknown.
+    #[error("policy `{0}`: {1}")]
+    Policy(String, String),
+    /// The trace could not be read.
+    #[error("trace: {0}")]
+    Trace(#[from] crate::trace::TraceError),
+}
+
+/// Knobs of one run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunOptions {
+    /// How long arrivals last.
+    pub duration: Duration,
+    /// Seed of arrivals, lengths, scrape phases, jitter and the picker.
+    pub seed: u64,
+    /// Metrics scrape interval.
+    pub scrape_interval: Duration,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            duration: Duration::from_secs(120),
+            seed: 1,
+            scrape_interval: Duration::from_millis(50),
+        }
+    }
+}
+
+/// What one request saw.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Outcome {
+    /// When it was sent.
+    pub sent: Duration,
+    /// First token, if it got one.
+    pub first_token: Option<Duration>,
+    /// Last token, if it finished.
+    pub finished: Option<Duration>,
+    /// Tokens generated.
+    pub output_tokens: u32,
+    /// Refused (no endpoint, or the engine refused it).
+    pub error: bool,
+}
+
+/// Everything a run produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunOutcome {
+    /// One per request, in arrival order.
+    pub requests: Vec<Outcome>,
+    /// When the last arrival came.
+    pub last_arrival: Duration,
+    /// Fleet prefix-cache hits over queries (tokens).
+    pub prefix_hit_ratio: f64,
+    /// Preemptions across the fleet.
+    pub preemptions: u64,
+}
+
+fn engine_for(kind: &ReplicaKind, seed: u64) -> Result<Engine, BenchError> {
+    let mut config = EngineConfig::new(Profile::lookup(kind.model, kind.gpu, kind.tp)?);
+    config.seed = seed;
+    Ok(Engine::new(config))
+}
+
+/// The requests a replica of `kind` finishes per second when offered far more than it can
+/// serve: `requests` (at least a few hundred) all queued at once, in a closed loop that keeps
+/// it full, measured between the 20th and 80th percentiles of completions.
+pub fn replica_capacity(
+    kind: &ReplicaKind,
+    requests: &[BenchRequest],
+    seed: u64,
+) -> Result<f64, BenchError> {
+    let mut engine = engine_for(kind, seed)?;
+    let cap = engine.config().max_num_seqs as usize;
+    let max_len = engine.config().max_model_len;
+    let arrivals = requests
+        .iter()
+        .filter(|r| r.prompt_tokens + r.output_tokens <= max_len)
+        .map(|r| infergate_engine::drive::Arrival {
+            at: Duration::ZERO,
+            request: new_request(r),
+        })
+        .collect();
+    let record =
+        infergate_engine::drive::run(&mut engine, arrivals, cap, Duration::from_secs(100_000));
+    let mut done: Vec<f64> = record
+        .requests
+        .iter()
+        .filter_map(|r| r.finished)
+        .map(|t| t.as_secs_f64())
+        .collect();
+    done.sort_by(f64::total_cmp);
+    let (lo, hi) = (done.len() / 5, done.len() * 4 / 5);
+    if hi <= lo + 1 {
+        return Ok(0.0);
+    }
+    Ok((hi - lo) as f64 / (done[hi] - done[lo]).max(1e-9))
+}
+
+fn new_request(r: &BenchRequest) -> NewRequest {
+    NewRequest {
+        prompt_tokens: r.prompt_tokens,
+        block_hashes: r.block_hashes.clone(),
+        output_tokens: r.output_tokens,
+        finish: FinishReason::Length,
+        adapter: r.adapter.clone(),
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    Arrival(usize),
+    Wake(usize),
+    Scrape(usize),
+}
+
+struct Replica {
+    engine: Engine,
+    wake: Option<Duration>,
+    /// When the scrape after the one due now lands.
+    next_scrape: Duration,
+    /// Clairvoyant's view of its speed.
+    prefill_secs_per_token: f64,
+    step_model: StepTimeModel,
+}
+
+/// Runs `requests` on the scenario's fleet with `policy` (a picker policy name, or
+/// `clairvoyant`) and returns what every request saw.
+pub fn run(
+    scenario: &Scenario,
+    policy: &str,
+    requests: &[BenchRequest],
+    options: &RunOptions,
+) -> Result<RunOutcome, BenchError> {
+    let mut replicas = Vec::new();
+    let mut rng = Rng::new(options.seed ^ 0x5C4A_9E00);
+    for (i, kind) in scenario.replicas().enumerate() {
+        let engine = engine_for(
+            &kind,
+            options.seed.wrapping_mul(1_000).wrapping_add(i as u64),
+        )?;
+        let step_model =
+            StepTimeModel::calibrated(&engine.config().profile, &engine.config().calibration);
+        let budget = u64::from(engine.config().max_num_batched_tokens);
+        let phase = Duration::from_secs_f64(rng.next_f64() * options.scrape_interval.as_secs_f64());
+        replicas.push(Replica {
+            prefill_secs_per_token: 1.0 / step_model.prefill_tokens_per_second(budget),
+            step_model,
+            engine,
+            wake: None,
+            next_scrape: phase + options.scrape_interval,
+        });
+    }
+    let clairvoyant = policy == "clairvoyant";
+    let specs = (0..replicas.len())
+        .map(|i| EndpointSpec::new(i as u64, format!("10.0.0.{}:8000", i + 1)))
+        .collect();
+    let mut pool =
+        Pool::new(specs).map_err(|e| BenchError::Policy(policy.into(), e.to_string()))?;
+    let mut picker = if clairvoyant {
+        None
+    } else {
+        let named =
+            Policy::named(policy).map_err(|e| BenchError::Policy(policy.into(), e.to_string()))?;
+        Some(Picker::new(named, options.seed))
+    };
+
+    let mut heap: BinaryHeap<Reverse<(Duration, Ev)>> = BinaryHeap::new();
+    for (i, r) in requests.iter().enumerate() {
+        heap.push(Reverse((r.at, Ev::Arrival(i))));
+    }
+    for e in 0..replicas.len() {
+        heap.push(Reverse((Duration::ZERO, Ev::Scrape(e))));
+    }
+    let last_arrival = requests.last().map_or(Duration::ZERO, |r| r.at);
+    let drain_until = last_arrival + options.duration.max(Duration::from_secs(600)) * 3;
+    let mut outcomes = vec![Outcome::default(); requests.len()];
+    let mut dispatches: Vec<Option<Dispatch>> = (0..requests.len()).map(|_| None).collect();
+    let mut owner: HashMap<(usize, RequestId), usize> = HashMap::new();
+    let mut unfinished = requests.len();
+    let mut events: Vec<Event> = Vec::new();
+
+    while let Some(Reverse((now, ev))) = heap.pop() {
+        if now > drain_until || unfinished == 0 {
+            break;
+        }
+        let touched = match ev {
+            Ev::Arrival(i) => {
+                let r = &requests[i];
+                outcomes[i].sent = now;
+                let target = match picker.as_mut() {
+                    Some(p) => choose(p, &pool, r, now).map(|(e, d)| {
+                        dispatches[i] = Some(d);
+                        e
+                    }),
+                    None => Some(clairvoyant_choice(&replicas, r)),
+                };
+                let submitted = target.and_then(|e| {
+                    replicas[e]
+                        .engine
+                        .submit(now, new_request(r))
+                        .ok()
+                        .map(|id| (e, id))
+                });
+                match submitted {
+                    Some((e, id)) => {
+                        owner.insert((e, id), i);
+                        Some(e)
+                    }
+                    None => {
+                        outcomes[i].error = true;
+                        dispatches[i] = None;
+                        unfinished -= 1;
+                        None
+                    }
+                }
+            }
+            Ev::Wake(e) => {
+                let replica = &mut replicas[e];
+                if replica.wake != Some(now) {
+                    continue;
+                }
+                replica.wake = None;
+                events.clear();
+                replica.engine.advance(now, &mut events);
+                for event in &events {
+                    let Some(&i) = owner.get(&(e, event.id)) else {
+                        continue;
+                    };
+                    match event.kind {
+                        EventKind::Token { index: 0 } => {
+                            outcomes[i].first_token = Some(event.at);
+                            if let (Some(p), Some(d)) = (picker.as_mut(), dispatches[i].as_ref()) {
+                                p.observe_first_token(&d.ticket, event.at);
+                            }
+                        }
+                        EventKind::Finished { usage, .. } => {
+                            outcomes[i].finished = Some(event.at);
+                            outcomes[i].output_tokens = usage.completion_tokens;
+                            dispatches[i] = None; // drops the in-flight guard
+                            owner.remove(&(e, event.id));
+                            unfinished -= 1;
+                        }
+                        _ => {}
+                    }
+                }
+                Some(e)
+            }
+            Ev::Scrape(e) => {
+                let _ = pool.update_metrics(EndpointId(e as u64), scrape(&replicas[e].engine, now));
+                // The first scrape lands at zero, the rest at phase + k × interval.
+                let next = replicas[e].next_scrape;
+                replicas[e].next_scrape = next + options.scrape_interval;
+                heap.push(Reverse((next, Ev::Scrape(e))));
+                None
+            }
+        };
+        if let Some(e) = touched {
+            let replica = &mut replicas[e];
+            if let Some(next) = replica.engine.next_wakeup() {
+                let next = next.max(now);
+                if replica.wake.is_none_or(|w| next < w) {
+                    replica.wake = Some(next);
+                    heap.push(Reverse((next, Ev::Wake(e))));
+                }
+            }
+        }
+    }
+    let (hits, queries, preemptions) = replicas.iter().fold((0, 0, 0), |(h, q, p), r| {
+        let c = r.engine.counters();
+        (
+            h + c.prefix_cache_hits,
+            q + c.prefix_cache_queries,
+            p + c.preemptions,
+        )
+    });
+    Ok(RunOutcome {
+        requests: outcomes,
+        last_arrival,
+        prefix_hit_ratio: hits as f64 / (queries.max(1)) as f64,
+        preemptions,
+    })
+}
+
+fn choose(
+    picker: &mut Picker,
+    pool: &Pool,
+    r: &BenchRequest,
+    now: Duration,
+) -> Option<(usize, Dispatch)> {
+    let features = RequestFeatures {
+        prompt_block_hashes: r.block_hashes[..r.block_hashes.len().min(MAX_PREFIX_BLOCKS)].to_vec(),
+        target_adapter: r.adapter.clone(),
+        ..RequestFeatures::new("model", u64::from(r.prompt_tokens))
+    };
+    let pick = picker.pick(pool, &features, now).ok()?;
+    let dispatch = picker
+        .on_dispatch(pool, pick.primary, &features, now)
+        .ok()?;
+    Some((pick.primary.0 as usize, dispatch))
+}
+
+/// The replica with the lowest predicted TTFT from its true state: prefill work queued ahead
+/// plus this prompt's uncached part, at the replica's prefill rate, plus one decode step.
+fn clairvoyant_choice(replicas: &[Replica], r: &BenchRequest) -> usize {
+    let mut best = (f64::INFINITY, 0);
+    for (i, rep) in replicas.iter().enumerate() {
+        let cached = rep.engine.cached_prefix_blocks(&r.block_hashes) as u64 * 16;
+        let work =
+            rep.engine.pending_prefill_tokens() + u64::from(r.prompt_tokens).saturating_sub(cached);
+        let decode = rep
+            .step_model
+            .decode_nanos(rep.engine.num_decoding() as u32, 1_000)
+            / 1e9;
+        let predicted = work as f64 * rep.prefill_secs_per_token + decode;
+        if predicted < best.0 {
+            best = (predicted, i);
+        }
+    }
+    best.1
+}
+
+/// What the gateway's scraper would read from this replica's `/metrics` now.
+fn scrape(engine: &Engine, now: Duration) -> ScrapedMetrics {
+    let g = engine.gauges();
+    let c = engine.counters();
+    ScrapedMetrics {
+        scraped_at: now,
+        waiting: Some(g.waiting as u64),
+        running: Some(g.running as u64),
+        kv_usage: Some(g.kv_usage),
+        lora: (g.max_lora > 0).then_some(LoraInfo {
+            max_lora: g.max_lora as u32,
+            running: g.running_adapters,
+            waiting: g.waiting_adapters,
+        }),
+        block_size: Some(g.block_size),
+        num_gpu_blocks: Some(u64::from(g.num_gpu_blocks)),
+        prefix_cache_queries: Some(c.prefix_cache_queries),
+        prefix_cache_hits: Some(c.prefix_cache_hits),
+        prefix_cache_hit_rate: None,
+    }
+}

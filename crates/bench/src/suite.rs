@@ -1,0 +1,97 @@
+//! A scenario end to end: measure the fleet's capacity, derive the offered rate from the
+//! scenario's load, generate the arrivals once per seed, and run every policy on them.
+
+use crate::report::{median_over_seeds, summarize, PolicyResult};
+use crate::runner::{replica_capacity, run, BenchError, RunOptions};
+use crate::scenario::Scenario;
+use infergate_engine::rng::Rng;
+use serde::Serialize;
+use std::time::Duration;
+
+/// Every policy the runner compares, baseline first.
+pub const POLICIES: &[&str] = &[
+    "round-robin",
+    "random",
+    "least-request",
+    "gie-default",
+    "sglang-cache-aware",
+    "dynamo-kv",
+    "clairvoyant",
+    "infergate",
+];
+
+/// The outcome of a scenario: median over seeds per policy.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScenarioReport {
+    /// Scenario id.
+    pub scenario: String,
+    /// Seeds run.
+    pub seeds: Vec<u64>,
+    /// Offered load as a fraction of capacity.
+    pub load: f64,
+    /// Fleet capacity in requests per second.
+    pub capacity_rps: f64,
+    /// Offered rate.
+    pub rate_rps: f64,
+    /// Simulated seconds of arrivals per run.
+    pub duration_s: f64,
+    /// One entry per policy (median over seeds).
+    pub results: Vec<PolicyResult>,
+}
+
+/// The fleet's capacity for the scenario's request mix: the sum of each replica's capacity.
+pub fn fleet_capacity(scenario: &Scenario, seed: u64) -> Result<f64, BenchError> {
+    let shape = scenario.shape()?;
+    let mut total = 0.0;
+    for kind in &scenario.fleet {
+        let mut rng = Rng::new(seed ^ 0xCA9A);
+        let requests = shape.requests(&[Duration::ZERO; 1_500], 32_768, &mut rng);
+        total += replica_capacity(kind, &requests, seed)? * f64::from(kind.count);
+    }
+    Ok(total)
+}
+
+/// Runs `policies` on `scenario` for each seed and reports the median per policy.
+pub fn run_scenario(
+    scenario: &Scenario,
+    policies: &[&str],
+    seeds: &[u64],
+    duration: Duration,
+) -> Result<ScenarioReport, BenchError> {
+    let capacity = fleet_capacity(scenario, 7)?;
+    let rate = capacity * scenario.load;
+    let shape = scenario.shape()?;
+    let max_model_len = scenario
+        .replicas()
+        .filter_map(|k| infergate_engine::Profile::lookup(k.model, k.gpu, k.tp).ok())
+        .map(|p| p.default_max_model_len())
+        .min()
+        .unwrap_or(4_096);
+    let mut per_policy: Vec<Vec<PolicyResult>> = vec![Vec::new(); policies.len()];
+    for &seed in seeds {
+        let mut rng = Rng::new(seed);
+        let times = scenario.arrivals.times(rate, duration, &mut rng);
+        let requests = shape.requests(&times, max_model_len, &mut rng);
+        let options = RunOptions {
+            duration,
+            seed,
+            ..RunOptions::default()
+        };
+        for (i, policy) in policies.iter().enumerate() {
+            let outcome = run(scenario, policy, &requests, &options)?;
+            per_policy[i].push(summarize(policy, &outcome));
+        }
+    }
+    Ok(ScenarioReport {
+        scenario: scenario.id.to_owned(),
+        seeds: seeds.to_vec(),
+        load: scenario.load,
+        capacity_rps: capacity,
+        rate_rps: rate,
+        duration_s: duration.as_secs_f64(),
+        results: per_policy
+            .iter()
+            .filter_map(|r| median_over_seeds(r))
+            .collect(),
+    })
+}

@@ -1,0 +1,140 @@
+//! Readers for the production traces the benchmark replays.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// One request of a trace: when it arrived (from the trace's start) and its lengths.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TraceRequest {
+    /// Arrival, relative to the first request.
+    pub at: Duration,
+    /// Prompt tokens.
+    pub input_tokens: u32,
+    /// Generated tokens.
+    pub output_tokens: u32,
+}
+
+/// Why a trace could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    /// The file could not be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// Which file.
+        path: PathBuf,
+        /// What went wrong.
+        source: std::io::Error,
+    },
+    /// A line did not parse.
+    #[error("{path}:{line}: {reason}")]
+    Parse {
+        /// Which file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// Where the shared traces live: `$INFERGATE_TRACES`, else the first of `shared/traces` and
+/// `../shared/traces` that exists (a checkout sits beside the project's shared folder).
+pub fn traces_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("INFERGATE_TRACES") {
+        return PathBuf::from(dir);
+    }
+    for candidate in [
+        "shared/traces",
+        "../shared/traces",
+        "../../shared/traces",
+        "../../../shared/traces",
+    ] {
+        if Path::new(candidate).is_dir() {
+            return PathBuf::from(candidate);
+        }
+    }
+    PathBuf::from("../shared/traces")
+}
+
+/// Reads the Azure LLM inference CSV (`TIMESTAMP,ContextTokens,GeneratedTokens`), timestamps like
+/// `2023-11-16 18:15:46.6805900`.
+pub fn read_azure_csv(path: &Path) -> Result<Vec<TraceRequest>, TraceError> {
+    let text = std::fs::read_to_string(path).map_err(|source| TraceError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    let mut out = Vec::new();
+    let mut first: Option<f64> = None;
+    for (i, line) in text.lines().enumerate().skip(1) {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let bad = |reason: &str| TraceError::Parse {
+            path: path.to_owned(),
+            line: i + 1,
+            reason: reason.to_owned(),
+        };
+        let mut fields = line.split(',');
+        let (Some(ts), Some(ctx), Some(gen)) = (fields.next(), fields.next(), fields.next()) else {
+            return Err(bad("expected TIMESTAMP,ContextTokens,GeneratedTokens"));
+        };
+        let seconds = seconds_of_day(ts).ok_or_else(|| bad("bad timestamp"))?;
+        let start = *first.get_or_insert(seconds);
+        let input_tokens = ctx.trim().parse().map_err(|_| bad("bad ContextTokens"))?;
+        let output_tokens = gen.trim().parse().map_err(|_| bad("bad GeneratedTokens"))?;
+        out.push(TraceRequest {
+            at: Duration::from_secs_f64((seconds - start).max(0.0)),
+            input_tokens,
+            output_tokens,
+        });
+    }
+    Ok(out)
+}
+
+/// Seconds since midnight of `YYYY-MM-DD HH:MM:SS.fffffff` (the trace spans one day).
+fn seconds_of_day(ts: &str) -> Option<f64> {
+    let time = ts.trim().split(' ').nth(1)?;
+    let mut parts = time.split(':');
+    let h: f64 = parts.next()?.parse().ok()?;
+    let m: f64 = parts.next()?.parse().ok()?;
+    let s: f64 = parts.next()?.parse().ok()?;
+    Some(h * 3600.0 + m * 60.0 + s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_azure_trace_reads_whole() {
+        let path = traces_dir().join("azure-llm-2023-conv.csv");
+        let trace = read_azure_csv(&path).unwrap();
+        assert_eq!(trace.len(), 19_366);
+        assert_eq!(
+            trace[0],
+            TraceRequest {
+                at: Duration::ZERO,
+                input_tokens: 374,
+                output_tokens: 44
+            }
+        );
+        let mean_in =
+            trace.iter().map(|r| f64::from(r.input_tokens)).sum::<f64>() / trace.len() as f64;
+        assert!((mean_in - 1154.7).abs() < 1.0, "{mean_in}");
+        assert!(trace.windows(2).all(|w| w[0].at <= w[1].at));
+    }
+
+    #[test]
+    fn a_bad_line_names_its_number() {
+        let dir = std::env::temp_dir().join("infergate-trace-test");
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("bad.csv");
+        std::fs::write(
+            &file,
+            "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,12,x\n",
+        )
+        .unwrap();
+        let err = read_azure_csv(&file).unwrap_err().to_string();
+        assert!(err.ends_with(":2: bad GeneratedTokens"), "{err}");
+    }
+}
