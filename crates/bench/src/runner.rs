@@ -163,6 +163,22 @@ pub fn run(
     requests: &[BenchRequest],
     options: &RunOptions,
 ) -> Result<RunOutcome, BenchError> {
+    if policy == "clairvoyant" {
+        return run_with(scenario, None, requests, options);
+    }
+    let named =
+        Policy::named(policy).map_err(|e| BenchError::Policy(policy.into(), e.to_string()))?;
+    run_with(scenario, Some(named), requests, options)
+}
+
+/// Runs `requests` with a picker policy given as a value (`None`: clairvoyant), for policies
+/// that have no name, such as candidates of a weight search.
+pub fn run_with(
+    scenario: &Scenario,
+    policy: Option<Policy>,
+    requests: &[BenchRequest],
+    options: &RunOptions,
+) -> Result<RunOutcome, BenchError> {
     let mut replicas = Vec::new();
     let mut rng = Rng::new(options.seed ^ 0x5C4A_9E00);
     for (i, kind) in scenario.replicas().enumerate() {
@@ -182,19 +198,12 @@ pub fn run(
             next_scrape: phase + options.scrape_interval,
         });
     }
-    let clairvoyant = policy == "clairvoyant";
     let specs = (0..replicas.len())
         .map(|i| EndpointSpec::new(i as u64, format!("10.0.0.{}:8000", i + 1)))
         .collect();
     let mut pool =
-        Pool::new(specs).map_err(|e| BenchError::Policy(policy.into(), e.to_string()))?;
-    let mut picker = if clairvoyant {
-        None
-    } else {
-        let named =
-            Policy::named(policy).map_err(|e| BenchError::Policy(policy.into(), e.to_string()))?;
-        Some(Picker::new(named, options.seed))
-    };
+        Pool::new(specs).map_err(|e| BenchError::Policy("pool".into(), e.to_string()))?;
+    let mut picker = policy.map(|p| Picker::new(p, options.seed));
 
     let mut heap: BinaryHeap<Reverse<(Duration, Ev)>> = BinaryHeap::new();
     for (i, r) in requests.iter().enumerate() {

@@ -72,7 +72,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     eprintln!("all done in {:.1} s", started.elapsed().as_secs_f64());
     if let Some(json) = &args.json {
-        let Some(path) = json else { bail!("--json needs a FILE (except with --picker)") };
+        let Some(path) = json else {
+            bail!("--json needs a FILE (except with --picker)")
+        };
         let body = serde_json::to_string_pretty(&reports)?;
         std::fs::write(path, body).with_context(|| format!("writing {}", path.display()))?;
     }
@@ -97,14 +99,32 @@ fn print_report(r: &ScenarioReport) {
 fn print_seed_table(scenarios: &[Scenario], reports: &[ScenarioReport], policies: &[&str]) {
     println!("| scenario | policy | Δ TTFT P95 | Δ TTFT P99 | Δ throughput |");
     println!("|---|---|---|---|---|");
-    let pct = |v: f64, b: f64| if b.abs() > 1e-12 { format!("{:+.0} %", (v - b) / b * 100.0) } else { "—".into() };
+    let pct = |v: f64, b: f64| {
+        if b.abs() > 1e-12 {
+            format!("{:+.0} %", (v - b) / b * 100.0)
+        } else {
+            "—".into()
+        }
+    };
     let claim = |v: Option<f64>| v.map_or("comparable".to_owned(), |v| format!("{v:+.0} %"));
     for (s, r) in scenarios.iter().zip(reports) {
-        let Some(base) = r.results.iter().find(|p| p.policy == "round-robin") else { continue };
+        let Some(base) = r.results.iter().find(|p| p.policy == "round-robin") else {
+            continue;
+        };
         if let Some([p95, p99, tput]) = s.seed_row {
-            println!("| {} | *seed claim* | {} | {} | {} |", s.id, claim(p95), claim(p99), claim(tput));
+            println!(
+                "| {} | *seed claim* | {} | {} | {} |",
+                s.id,
+                claim(p95),
+                claim(p99),
+                claim(tput)
+            );
         }
-        for p in r.results.iter().filter(|p| p.policy != "round-robin" && policies.contains(&p.policy.as_str())) {
+        for p in r
+            .results
+            .iter()
+            .filter(|p| p.policy != "round-robin" && policies.contains(&p.policy.as_str()))
+        {
             println!(
                 "| {} | {} | {} | {} | {} |",
                 s.id,
@@ -121,8 +141,13 @@ fn picker_speed(args: &BenchArgs) -> anyhow::Result<()> {
     let start = Instant::now();
     let mut clock = || start.elapsed();
     for (i, &n) in args.endpoints.iter().enumerate() {
-        let t = infergate_picker::speed::measure_decisions(n, infergate_picker::speed::DEFAULT_REQUESTS, 42 + i as u64, &mut clock)
-            .map_err(|e| anyhow::anyhow!("{n} endpoints: {e}"))?;
+        let t = infergate_picker::speed::measure_decisions(
+            n,
+            infergate_picker::speed::DEFAULT_REQUESTS,
+            42 + i as u64,
+            &mut clock,
+        )
+        .map_err(|e| anyhow::anyhow!("{n} endpoints: {e}"))?;
         if args.json.is_some() {
             println!("{}", t.to_json());
         } else {
