@@ -37,11 +37,16 @@ pub enum TraceError {
     },
 }
 
-/// Where the shared traces live: `$INFERGATE_TRACES`, else the first of `shared/traces` and
-/// `../shared/traces` that exists (a checkout sits beside the project's shared folder).
+/// Where the shared traces live: `$INFERGATE_TRACES`, else the first of `shared/traces`,
+/// `../shared/traces`, … that exists from the working directory or from this crate's source (a
+/// checkout sits beside the project's shared folder).
 pub fn traces_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("INFERGATE_TRACES") {
         return PathBuf::from(dir);
+    }
+    let beside_checkout = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces");
+    if beside_checkout.is_dir() {
+        return beside_checkout;
     }
     for candidate in [
         "shared/traces",
