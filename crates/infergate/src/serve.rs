@@ -116,5 +116,5 @@ pub async fn shutdown_signal() {
         () = ctrl_c => {}
         () = term => {}
     }
-    tracing::info!("shutting down: draining");
+    tracing::info!("shutting down: draining what is in flight");
 }

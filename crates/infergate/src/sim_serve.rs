@@ -48,30 +48,7 @@ pub fn serve(endpoints: Vec<SimEndpoint>, faults: Faults) -> anyhow::Result<()> 
             );
             replicas.push((spec, listener));
         }
-        infergate_simserver::serve_fleet(replicas, shutdown_signal()).await?;
+        infergate_simserver::serve_fleet(replicas, crate::serve::shutdown_signal()).await?;
         Ok(())
     })
-}
-
-/// Resolves on Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = term => {}
-    }
-    tracing::info!("shutting down");
 }
