@@ -1,0 +1,235 @@
+//! The official OpenAI Python client driving `infergate serve`: a simulated fleet (`infergate sim
+//! --fleet`, instant profile, a LoRA adapter on some replicas) and the gateway on free loopback
+//! ports, then `python3 tests/python/test_openai_client.py <base_url>` (chat with usage,
+//! streaming with `include_usage`, a completion, an adapter, `models.list()`, and 404 / 413 / 400
+//! mapped to the client's exception classes), which must exit 0.
+//!
+//! The client is a test dependency: `pip install -r tests/python/requirements.txt` (CI does so in
+//! `.ci/run`). Without it this test fails, saying so; it never passes silently.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The served model, its adapter, and the body limit the script's 413 case goes just over.
+const MODEL: &str = "llama";
+const ADAPTER: &str = "sql-lora";
+const MAX_BODY_BYTES: u64 = 65_536;
+
+/// How long the whole Python script may take (it makes a dozen small requests).
+const SCRIPT_LIMIT: Duration = Duration::from_secs(120);
+
+fn infergate() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_infergate"))
+}
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A child process, killed and reaped when dropped.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn get(port: u16, path: &str) -> Option<String> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut out = String::new();
+    stream.read_to_string(&mut out).ok()?;
+    Some(out)
+}
+
+fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+/// Fails the test, naming the fix, when `python3` or the `openai` module is missing.
+fn require_openai_client() {
+    let requirements = repo_root().join("tests/python/requirements.txt");
+    let fix = format!(
+        "the OpenAI Python client is needed: pip install -r tests/python/requirements.txt \
+         ({})",
+        requirements.display()
+    );
+    let probe = Command::new("python3")
+        .args(["-c", "import openai; print(openai.__version__)"])
+        .output()
+        .unwrap_or_else(|e| panic!("python3 cannot be run ({e}); {fix}"));
+    assert!(
+        probe.status.success(),
+        "the `openai` module is not importable by python3: {}\n{fix}",
+        String::from_utf8_lossy(&probe.stderr).trim()
+    );
+}
+
+fn fleet(replicas: &[u16]) -> String {
+    // The first two replicas have LoRA slots with the adapter loaded; the third has none, so
+    // an adapter request must go to one of the first two.
+    let mut yaml = format!(
+        "apiVersion: infergate.dev/v1alpha1
+kind: SimulatedFleet
+spec:
+  defaults: {{model: instant, servedModelName: {MODEL}, timeScale: 100, meanOutputTokens: 8}}
+  endpoints:
+"
+    );
+    for (i, port) in replicas.iter().enumerate() {
+        yaml.push_str(&format!(
+            "    - address: 127.0.0.1:{port}\n      labels: {{app: llama}}\n"
+        ));
+        if i < 2 {
+            yaml.push_str(&format!(
+                "      sim: {{maxLoras: 2, maxCpuLoras: 4, loras: [{ADAPTER}]}}\n"
+            ));
+        }
+    }
+    yaml
+}
+
+fn gateway_config(replicas: &[u16]) -> String {
+    let mut yaml = format!(
+        "apiVersion: infergate.dev/v1alpha1
+kind: InferenceGatewayConfig
+spec:
+  bbr: {{enabled: true, maxRequestBodyBytes: {MAX_BODY_BYTES}}}
+  schedulers:
+    - name: llama
+      modelName: {MODEL}
+      modelSelector: {{matchLabels: {{app: llama}}}}
+      loraAdapters: [{ADAPTER}]
+      weights: {{loraAffinity: 1}}
+  discovery: static
+  endpoints:
+"
+    );
+    for port in replicas {
+        yaml.push_str(&format!(
+            "    - address: 127.0.0.1:{port}\n      labels: {{app: llama}}\n"
+        ));
+    }
+    yaml
+}
+
+/// Runs the script with a time limit; returns its exit status, stdout and stderr.
+fn run_script(base_url: &str) -> (std::process::ExitStatus, String, String) {
+    let script = repo_root().join("tests/python/test_openai_client.py");
+    let mut child = Command::new("python3")
+        .arg(&script)
+        .arg(base_url)
+        .args(["--model", MODEL, "--adapter", ADAPTER])
+        .args(["--max-body-bytes", &MAX_BODY_BYTES.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stdout.read_to_string(&mut s);
+        s
+    });
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    let deadline = Instant::now() + SCRIPT_LIMIT;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "the OpenAI client script took over {SCRIPT_LIMIT:?}; stdout so far:\n{}",
+                out.join().unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    (status, out.join().unwrap(), err.join().unwrap())
+}
+
+#[test]
+fn the_official_openai_python_client_drives_the_gateway() {
+    require_openai_client();
+
+    let dir = std::env::temp_dir().join(format!("infergate-openai-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let replicas = [free_port(), free_port(), free_port()];
+    let fleet_file = dir.join("fleet.yaml");
+    std::fs::write(&fleet_file, fleet(&replicas)).unwrap();
+    let config_file = dir.join("gateway.yaml");
+    std::fs::write(&config_file, gateway_config(&replicas)).unwrap();
+
+    let _sim = Running(
+        infergate()
+            .args(["sim", "--fleet"])
+            .arg(&fleet_file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    for port in replicas {
+        wait_for(&format!("replica {port}"), || {
+            get(port, "/health").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
+        });
+    }
+
+    let (port, admin) = (free_port(), free_port());
+    let _gateway = Running(
+        infergate()
+            .args(["serve", "--config"])
+            .arg(&config_file)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for("the gateway's /readyz", || {
+        get(admin, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
+    });
+
+    let (status, stdout, stderr) = run_script(&format!("http://127.0.0.1:{port}/v1"));
+    assert!(
+        status.success(),
+        "the OpenAI client script failed ({status}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+    );
+    assert!(stdout.contains("ok: errors"), "{stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
