@@ -1,0 +1,72 @@
+//! What every end-to-end test of the binary needs: the binary, free ports, children that die
+//! with the test, plain HTTP/1.1 over loopback, and waiting with a deadline.
+
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+/// The `infergate` binary under test.
+pub fn infergate() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_infergate"))
+}
+
+/// A loopback port nothing listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A child process, killed and reaped when dropped.
+pub struct Running(pub Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// One HTTP/1.1 request with a JSON body (empty for none) to `addr` ("ip:port"); the whole raw
+/// response, or `None` if the connection failed or timed out.
+pub fn http(addr: &str, method: &str, path: &str, body: &str, timeout: Duration) -> Option<String> {
+    let mut stream = TcpStream::connect(addr).ok()?;
+    stream.set_read_timeout(Some(timeout)).ok()?;
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .ok()?;
+    let mut out = String::new();
+    stream.read_to_string(&mut out).ok()?;
+    Some(out)
+}
+
+/// `GET path` on a loopback port.
+pub fn get(port: u16, path: &str) -> Option<String> {
+    http(
+        &format!("127.0.0.1:{port}"),
+        "GET",
+        path,
+        "",
+        Duration::from_secs(5),
+    )
+}
+
+/// Polls `ok` every 50 ms for up to 30 s; panics naming `what` if it never holds.
+pub fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("timed out waiting for {what}");
+}
