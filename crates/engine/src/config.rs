@@ -102,7 +102,13 @@ impl EngineConfig {
             max_loras: 0,
             max_cpu_loras: 0,
             lora_rank: DEFAULT_LORA_RANK,
-            api_overhead: DEFAULT_API_OVERHEAD,
+            // The `instant` profile measures a gateway's own overhead: nothing simulated may add
+            // to it, the API front end included.
+            api_overhead: if profile.instant {
+                Duration::ZERO
+            } else {
+                DEFAULT_API_OVERHEAD
+            },
             jitter_sigma: DEFAULT_JITTER_SIGMA,
             seed: 0,
             report_every_token: false,

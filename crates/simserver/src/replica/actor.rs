@@ -4,7 +4,7 @@
 use super::{
     AdapterCard, Admitted, Command, LoraSeries, Progress, ReplicaHandle, SglangHistograms,
     Snapshot, Submission, COMMAND_QUEUE, LORA_SERIES, SGLANG_E2E_BUCKETS, SGLANG_ITL_BUCKETS,
-    SGLANG_TTFT_BUCKETS, STALL_POLL,
+    SGLANG_TTFT_BUCKETS, STALL_POLL, TIMER_GRANULARITY,
 };
 use crate::error::ApiError;
 use crate::generation::plan_output;
@@ -123,6 +123,23 @@ impl Actor {
         loop {
             // The engine time the timer stands for, if armed.
             let armed = match self.engine.next_wakeup() {
+                // tokio's timer cannot wait less than a millisecond, so a step due sooner (the
+                // `instant` profile, high time scales) is taken now: ahead of the wall clock by
+                // less than the timer would have made it late. Commands that queued meanwhile
+                // are taken too, and the task yields so connections keep moving.
+                Some(at)
+                    if at > advanced_to
+                        && self.clock.wall(at) <= Instant::now() + TIMER_GRANULARITY =>
+                {
+                    self.advance(at);
+                    advanced_to = at;
+                    while let Ok(command) = commands.try_recv() {
+                        self.handle(command, advanced_to);
+                    }
+                    self.advance(advanced_to);
+                    tokio::task::yield_now().await;
+                    continue;
+                }
                 Some(at) if at > advanced_to => {
                     timer.as_mut().reset(self.clock.wall(at));
                     Some(at)

@@ -20,6 +20,8 @@ const COMMAND_QUEUE: usize = 4096;
 const LORA_SERIES: usize = 16;
 /// How soon to look again when the engine has queued work it cannot schedule yet.
 const STALL_POLL: Duration = Duration::from_millis(1);
+/// The resolution of tokio's timer: a step due within it is taken at once.
+const TIMER_GRANULARITY: Duration = Duration::from_millis(1);
 
 /// SGLang's default bucket bounds, for the histograms the SGLang dialect exports.
 pub(crate) const SGLANG_TTFT_BUCKETS: &[f64] = &[
