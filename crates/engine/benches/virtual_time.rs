@@ -61,6 +61,15 @@ fn conversation_arrivals(rate: f64, seconds: f64) -> Vec<Arrival> {
         .collect()
 }
 
+/// Requests of a run that finished.
+fn finished(record: &infergate_engine::drive::RunRecord) -> usize {
+    record
+        .requests
+        .iter()
+        .filter(|r| r.finished.is_some())
+        .count()
+}
+
 fn engine() -> Engine {
     let mut config =
         EngineConfig::new(Profile::lookup("llama-3.1-8b", "h100", 1).expect("profile"));
@@ -119,14 +128,7 @@ fn virtual_time(c: &mut Criterion) {
             |work| {
                 let mut e = engine();
                 let record = run(&mut e, work, 448, Duration::from_secs(60));
-                assert!(
-                    record
-                        .requests
-                        .iter()
-                        .filter(|r| r.finished.is_some())
-                        .count()
-                        > 5_000
-                );
+                assert!(finished(&record) > 5_000);
             },
             BatchSize::LargeInput,
         )
@@ -139,14 +141,7 @@ fn virtual_time(c: &mut Criterion) {
                 let profile = Profile::lookup("llama-3.1-8b", "h100", 1).expect("profile");
                 let mut e = Engine::new(EngineConfig::new(profile));
                 let record = run(&mut e, work, 1_024, Duration::from_secs(60));
-                assert!(
-                    record
-                        .requests
-                        .iter()
-                        .filter(|r| r.finished.is_some())
-                        .count()
-                        > 500
-                );
+                assert!(finished(&record) > 500);
             },
             BatchSize::LargeInput,
         )

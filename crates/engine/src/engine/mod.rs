@@ -311,7 +311,7 @@ impl Engine {
             }
         };
         self.clock = self.clock.max(now);
-        self.unblock();
+        self.blocked = false;
         let id = RequestId::new(slot, self.generations[slot as usize]);
         let ready = now + self.config.api_overhead;
         let seq = Seq::new(
@@ -365,11 +365,6 @@ impl Engine {
 
     fn has_leftover_work(&self) -> bool {
         !self.waiting.is_empty() || self.aborts_pending
-    }
-
-    /// Something changed that may let a blocked queue move.
-    fn unblock(&mut self) {
-        self.blocked = false;
     }
 
     /// Runs every step that ends at or before `now`, starting the next one as each ends, and
@@ -714,11 +709,6 @@ impl Engine {
             && self.running.is_empty()
             && self.waiting.is_empty()
             && self.front.is_empty()
-    }
-
-    /// Cached (hashed) blocks in the prefix cache, for comparing with a router's index.
-    pub fn cached_block_hashes(&self) -> usize {
-        self.pool.cached_blocks()
     }
 
     /// How many leading blocks of `hashes` this replica holds in its prefix cache right now.
