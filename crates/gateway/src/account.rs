@@ -68,6 +68,9 @@ impl Accounting {
     pub fn on_data(&mut self, chunk: &[u8]) {
         if !self.first_seen && !chunk.is_empty() {
             self.first_seen = true;
+            if let Some(guard) = self.guard.as_mut() {
+                guard.first_token();
+            }
             if self.streaming {
                 self.pool
                     .observe_ttft(&self.ticket, self.dispatched.elapsed());

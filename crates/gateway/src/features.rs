@@ -66,6 +66,7 @@ pub fn features(
         tenant,
         session: None,
         endpoint_subset: None,
+        buffered_response: false,
     }
 }
 

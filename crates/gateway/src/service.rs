@@ -100,7 +100,7 @@ async fn serve(
     labels.pool.clone_from(&pool.name);
     let tenancy = &routes.config.tenancy;
     let band = features::band(&parts.headers, tenancy);
-    let features = features::features(
+    let mut features = features::features(
         &parsed.model,
         target.adapter.as_deref(),
         parsed.prompt.get(&body),
@@ -108,6 +108,7 @@ async fn serve(
         band,
         features::tenant(&parts.headers, tenancy),
     );
+    features.buffered_response = !parsed.stream;
 
     // Admit.
     let snap = pool.snapshot();

@@ -17,11 +17,13 @@ use std::sync::Arc;
 /// Live per-endpoint counters shared by every snapshot of a pool and every in-flight guard.
 ///
 /// Invariant: `in_flight_*` equals the sum over live [`InFlightGuard`]s for this endpoint;
+/// `prefill_pending_tokens` the sum over live guards that have not seen their first token;
 /// `dispatched_*` only grow.
 #[derive(Debug, Default)]
 pub struct EndpointCounters {
     in_flight_requests: AtomicU64,
     in_flight_tokens: AtomicU64,
+    prefill_pending_tokens: AtomicU64,
     dispatched_requests: AtomicU64,
     dispatched_tokens: AtomicU64,
 }
@@ -46,6 +48,10 @@ pub struct LocalLoad {
     pub requests_since_scrape: u64,
     /// Prompt tokens dispatched since the endpoint's last scrape landed.
     pub tokens_since_scrape: u64,
+    /// Uncached prompt tokens of requests in flight that have not produced their first token:
+    /// prefill work queued ahead of a new request, which a request count cannot see (one
+    /// 7,000-token prefill delays the next request as much as dozens of short ones).
+    pub prefill_pending_tokens: u64,
 }
 
 impl LocalLoad {
@@ -68,18 +74,23 @@ impl EndpointCounters {
         Arc::new(Self::default())
     }
 
-    /// Records a dispatch of a request with `prompt_tokens` and returns the guard that keeps it
-    /// counted as in flight until dropped.
-    pub fn dispatch(self: &Arc<Self>, prompt_tokens: u64) -> InFlightGuard {
+    /// Records a dispatch of a request with `prompt_tokens`, of which `uncached_tokens` are
+    /// expected to need prefill there, and returns the guard that keeps it counted as in flight
+    /// until dropped (and its prefill as pending until [`InFlightGuard::first_token`]).
+    pub fn dispatch(self: &Arc<Self>, prompt_tokens: u64, uncached_tokens: u64) -> InFlightGuard {
+        let uncached_tokens = uncached_tokens.min(prompt_tokens);
         self.in_flight_requests.fetch_add(1, Ordering::Relaxed);
         self.in_flight_tokens
             .fetch_add(prompt_tokens, Ordering::Relaxed);
+        self.prefill_pending_tokens
+            .fetch_add(uncached_tokens, Ordering::Relaxed);
         self.dispatched_requests.fetch_add(1, Ordering::Relaxed);
         self.dispatched_tokens
             .fetch_add(prompt_tokens, Ordering::Relaxed);
         InFlightGuard {
             counters: Arc::clone(self),
             tokens: prompt_tokens,
+            prefill_tokens: uncached_tokens,
         }
     }
 
@@ -96,6 +107,11 @@ impl EndpointCounters {
         self.in_flight_requests.load(Ordering::Relaxed)
     }
 
+    /// Uncached prompt tokens in flight here that await their first token.
+    pub fn prefill_pending_tokens(&self) -> u64 {
+        self.prefill_pending_tokens.load(Ordering::Relaxed)
+    }
+
     /// The local load relative to the scrape that recorded `since`.
     pub fn load_since(&self, since: DispatchMark) -> LocalLoad {
         let now = self.mark();
@@ -104,6 +120,7 @@ impl EndpointCounters {
             in_flight_tokens: self.in_flight_tokens.load(Ordering::Relaxed),
             requests_since_scrape: now.requests.saturating_sub(since.requests),
             tokens_since_scrape: now.tokens.saturating_sub(since.tokens),
+            prefill_pending_tokens: self.prefill_pending_tokens.load(Ordering::Relaxed),
         }
     }
 }
@@ -114,10 +131,28 @@ impl EndpointCounters {
 pub struct InFlightGuard {
     counters: Arc<EndpointCounters>,
     tokens: u64,
+    /// Prefill still counted as pending; 0 once the first token came.
+    prefill_tokens: u64,
+}
+
+impl InFlightGuard {
+    /// The request's first token arrived: its prefill is no longer work ahead of anyone. Only
+    /// the first call has an effect.
+    pub fn first_token(&mut self) {
+        let tokens = std::mem::take(&mut self.prefill_tokens);
+        if tokens > 0 {
+            self.counters
+                .prefill_pending_tokens
+                .fetch_sub(tokens, Ordering::Relaxed);
+        }
+    }
 }
 
 impl Drop for InFlightGuard {
     fn drop(&mut self) {
+        // A request that ends before its first token (an error, a cancelled client) releases its
+        // prefill here.
+        self.first_token();
         // Each guard subtracts exactly what its `dispatch` added, so these never underflow.
         self.counters
             .in_flight_requests
@@ -135,28 +170,42 @@ mod tests {
     #[test]
     fn guard_counts_while_alive_and_releases_on_drop() {
         let c = EndpointCounters::new();
-        let g1 = c.dispatch(100);
-        let g2 = c.dispatch(50);
+        let mut g1 = c.dispatch(100, 60);
+        let g2 = c.dispatch(50, 80);
         let load = c.load_since(DispatchMark::default());
         assert_eq!(load.in_flight_requests, 2);
         assert_eq!(load.in_flight_tokens, 150);
+        // Uncached tokens are capped at the prompt: 60 + 50.
+        assert_eq!(load.prefill_pending_tokens, 110);
+        g1.first_token();
+        g1.first_token();
+        assert_eq!(
+            c.load_since(DispatchMark::default()).prefill_pending_tokens,
+            50
+        );
+        assert_eq!(c.in_flight_requests(), 2);
         drop(g1);
         let load = c.load_since(DispatchMark::default());
         assert_eq!(load.in_flight_requests, 1);
         assert_eq!(load.in_flight_tokens, 50);
         // Dispatched totals are monotonic: dropping a guard does not undo the dispatch.
         assert_eq!(load.requests_since_scrape, 2);
+        // g2 never saw a first token: dropping it releases its prefill too.
         drop(g2);
         assert_eq!(c.in_flight_requests(), 0);
+        assert_eq!(
+            c.load_since(DispatchMark::default()).prefill_pending_tokens,
+            0
+        );
     }
 
     #[test]
     fn credit_is_relative_to_the_mark_and_bounded_by_in_flight() {
         let c = EndpointCounters::new();
-        let _old = c.dispatch(10);
+        let _old = c.dispatch(10, 10);
         let mark = c.mark();
-        let g = c.dispatch(20);
-        let _h = c.dispatch(30);
+        let g = c.dispatch(20, 0);
+        let _h = c.dispatch(30, 0);
         let load = c.load_since(mark);
         assert_eq!(load.requests_since_scrape, 2);
         assert_eq!(load.tokens_since_scrape, 50);

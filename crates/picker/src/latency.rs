@@ -1,9 +1,12 @@
 //! An online, per-endpoint model of time to first token (TTFT).
 //!
-//! `ttft ≈ base + queue_ahead × step + uncached_prompt_tokens × per_token`
+//! `ttft ≈ base + queue_ahead × step + (prefill_ahead + uncached_prompt_tokens) × per_token`
 //!
 //! `step` is the time one request ahead in the queue costs, `per_token` the inverse of the
-//! endpoint's prefill rate. Both are learned from the TTFTs the gateway observes, by decayed
+//! endpoint's prefill rate. `prefill_ahead` is the uncached prompt of requests this gateway sent
+//! there that have not produced their first token: the engine prefills them first, at the same
+//! rate, so a pod busy with one long cold prompt is priced as busy even though its request count
+//! says it is nearly idle. Both are learned from the TTFTs the gateway observes, by decayed
 //! (forgetting) least squares with a ridge pull toward a prior, so a slower GPU generation is
 //! recognised after a few requests without any label saying so.
 //!
@@ -62,17 +65,20 @@ pub struct TtftFeatures {
     pub queue_ahead: f64,
     /// Prompt tokens not expected to be in the endpoint's prefix cache.
     pub uncached_tokens: f64,
+    /// Uncached prompt tokens of earlier requests there still waiting for their first token.
+    pub prefill_ahead: f64,
 }
 
 impl TtftFeatures {
-    /// `[1, queue, tokens / 1000]`: tokens scaled so the three parameters have similar magnitudes
-    /// (tens of milliseconds), which keeps the ridge prior equally strong on each.
+    /// `[1, queue, tokens / 1000]`, the tokens being this prompt's and the prefill ahead of it:
+    /// scaled so the three parameters have similar magnitudes (tens of milliseconds), which keeps
+    /// the ridge prior equally strong on each.
     #[inline]
     fn x(&self) -> [f64; 3] {
         [
             1.0,
             self.queue_ahead.max(0.0),
-            self.uncached_tokens.max(0.0) / 1000.0,
+            (self.uncached_tokens.max(0.0) + self.prefill_ahead.max(0.0)) / 1000.0,
         ]
     }
 }
@@ -138,22 +144,28 @@ impl LatencyModel {
     }
 
     /// [`Self::predict`] for many requests at once, appending to `out`: the `i`-th at slot
-    /// `slots[i]` with `queue_ahead[i]` and `uncached_tokens[i]`.
+    /// `slots[i]` with `queue_ahead[i]`, `uncached_tokens[i]` and `prefill_ahead[i]`.
     pub(crate) fn predict_into(
         &self,
         slots: &[u32],
         queue_ahead: &[f64],
         uncached_tokens: &[f64],
+        prefill_ahead: &[f64],
         out: &mut Vec<f64>,
     ) {
         out.extend(
             slots
                 .iter()
-                .zip(queue_ahead.iter().zip(uncached_tokens))
-                .map(|(&slot, (&queue_ahead, &uncached_tokens))| {
+                .zip(
+                    queue_ahead
+                        .iter()
+                        .zip(uncached_tokens.iter().zip(prefill_ahead)),
+                )
+                .map(|(&slot, (&queue_ahead, (&uncached, &ahead)))| {
                     // `TtftFeatures::x`, with the division by 1000 turned into a multiplication
                     // (within an ulp; a division per candidate is most of this loop otherwise).
-                    let x = [1.0, queue_ahead.max(0.0), uncached_tokens.max(0.0) * 0.001];
+                    let tokens = uncached.max(0.0) + ahead.max(0.0);
+                    let x = [1.0, queue_ahead.max(0.0), tokens * 0.001];
                     dot(self.theta(slot), x)
                 }),
         );
@@ -377,8 +389,9 @@ mod tests {
             let f = TtftFeatures {
                 queue_ahead: (i % 5) as f64,
                 uncached_tokens: ((i * 37) % 4000) as f64,
+                prefill_ahead: ((i * 53) % 7) as f64 * 1000.0,
             };
-            let t = base + step * f.queue_ahead + f.uncached_tokens / rate;
+            let t = base + step * f.queue_ahead + (f.uncached_tokens + f.prefill_ahead) / rate;
             m.observe(slot, &f, Duration::from_secs_f64(t));
         }
     }
@@ -415,16 +428,29 @@ mod tests {
         let f = TtftFeatures {
             queue_ahead: 1.0,
             uncached_tokens: 2000.0,
+            prefill_ahead: 0.0,
         };
         assert!(m.predict(1, &f) > 2.0 * m.predict(0, &f));
+        // A long prefill queued ahead costs what the same tokens of this prompt would.
+        let behind = TtftFeatures {
+            prefill_ahead: 6000.0,
+            ..f
+        };
+        let longer = TtftFeatures {
+            uncached_tokens: 8000.0,
+            ..f
+        };
+        let extra = m.predict(0, &behind) - m.predict(0, &f);
+        assert!((extra - 6000.0 / 40_000.0).abs() < 0.02, "{extra}");
+        assert!((m.predict(0, &behind) - m.predict(0, &longer)).abs() < 1e-12);
     }
 
     #[test]
     fn a_cold_endpoint_is_seeded_with_the_fleet_mean_not_zero() {
         let mut m = LatencyModel::new(LatencyParams::default());
         let f = TtftFeatures {
-            queue_ahead: 0.0,
             uncached_tokens: 1000.0,
+            ..TtftFeatures::default()
         };
         // With nothing learned, the defaults: 20 ms + 1000 / 10k tok/s.
         assert!((m.predict(7, &f) - 0.12).abs() < 1e-9);
@@ -447,6 +473,7 @@ mod tests {
                 &TtftFeatures {
                     queue_ahead: 3.0,
                     uncached_tokens: 500.0,
+                    prefill_ahead: 0.0,
                 },
                 Duration::ZERO,
             );

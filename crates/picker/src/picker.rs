@@ -312,9 +312,11 @@ impl Picker {
         let hashes = &req.prompt_block_hashes;
         let matched = self.index.matched_blocks(slot, hashes) as u64;
         let cached = matched.saturating_mul(params.block_size_tokens as u64);
+        let uncached = req.prompt_tokens.saturating_sub(cached);
         let features = TtftFeatures {
             queue_ahead: queue_ahead(pool, pos),
-            uncached_tokens: req.prompt_tokens.saturating_sub(cached) as f64,
+            uncached_tokens: uncached as f64,
+            prefill_ahead: counters.prefill_pending_tokens() as f64,
         };
         if self.policy.uses_index() {
             if hashes.first().is_none_or(|h| !self.index.is_known(*h)) {
@@ -331,7 +333,10 @@ impl Picker {
             self.sessions.learn(s, endpoint);
         }
         Ok(Dispatch {
-            guard: counters.dispatch(req.prompt_tokens),
+            guard: counters.dispatch(
+                req.prompt_tokens,
+                if req.buffered_response { 0 } else { uncached },
+            ),
             ticket: TtftTicket {
                 endpoint,
                 features,

@@ -381,12 +381,12 @@ mod tests {
         let mut pool = Pool::new(specs(1)).unwrap();
         let id = EndpointId(0);
         let c = Arc::clone(pool.counters(id).unwrap());
-        let _g1 = c.dispatch(10);
+        let _g1 = c.dispatch(10, 0);
         assert_eq!(pool.local_load(id).unwrap().queue_credit(), 1);
         pool.update_metrics(id, ScrapedMetrics::empty(Duration::from_millis(50)))
             .unwrap();
         assert_eq!(pool.local_load(id).unwrap().queue_credit(), 0);
-        let _g2 = c.dispatch(10);
+        let _g2 = c.dispatch(10, 0);
         assert_eq!(pool.local_load(id).unwrap().queue_credit(), 1);
         assert_eq!(pool.local_load(id).unwrap().in_flight_requests, 2);
     }
@@ -396,7 +396,7 @@ mod tests {
         let mut pool = Pool::new(specs(3)).unwrap();
         pool.update_metrics(EndpointId(1), ScrapedMetrics::empty(Duration::from_secs(1)))
             .unwrap();
-        let guard = pool.counters(EndpointId(1)).unwrap().dispatch(5);
+        let guard = pool.counters(EndpointId(1)).unwrap().dispatch(5, 0);
         let mut next = specs(3);
         next.remove(0);
         next.push(EndpointSpec::new(9, "10.0.0.9:8000"));

@@ -20,6 +20,10 @@ pub struct RequestFeatures {
     /// Endpoint subset hint (addresses) from the caller, e.g. Envoy's
     /// `x-gateway-destination-endpoint-subset`; `None` means every endpoint of the pool.
     pub endpoint_subset: Option<Vec<String>>,
+    /// The response is not streamed, so the caller cannot report the first token: the request's
+    /// prefill is then not counted as pending work at its endpoint (it would stay counted for the
+    /// whole generation and make the endpoint look busier than it is).
+    pub buffered_response: bool,
 }
 
 impl RequestFeatures {

@@ -296,3 +296,40 @@ fn a_prefix_match_stays_with_its_endpoint_through_filters_selectors_and_subsets(
         assert_eq!(picker.pick(&q, &subset, ms(1_600)).unwrap().primary, id(4));
     }
 }
+
+#[test]
+fn a_long_prefill_in_flight_is_work_ahead_until_its_first_token() {
+    let mut p = pool(2);
+    scrape(&mut p, 0, ms(0), 0, 0.3);
+    scrape(&mut p, 1, ms(0), 0, 0.3);
+    let mut picker = Picker::new(Policy::infergate(), 5);
+    // One request each since the scrape, so request counts are equal: a cold 7,000-token prompt
+    // on endpoint 0, a 250-token one on endpoint 1.
+    let mut long = picker
+        .on_dispatch(&p, id(0), &request(&unique_prompt(1, 28_000)), ms(1))
+        .unwrap();
+    let mut short = picker
+        .on_dispatch(&p, id(1), &request(&unique_prompt(2, 1_000)), ms(1))
+        .unwrap();
+    let next = request(&unique_prompt(3, 2_000));
+    assert_eq!(picker.pick(&p, &next, ms(2)).unwrap().primary, id(1));
+    // The long prompt's first token came: endpoint 0 is decoding it, with no prefill ahead,
+    // while endpoint 1 still has the short one's.
+    long.guard.first_token();
+    assert_eq!(picker.pick(&p, &next, ms(3)).unwrap().primary, id(0));
+    short.guard.first_token();
+    // A buffered (non-streaming) request's prefill is not counted: nobody would release it.
+    let buffered = RequestFeatures {
+        buffered_response: true,
+        ..request(&unique_prompt(4, 28_000))
+    };
+    let _d = picker.on_dispatch(&p, id(1), &buffered, ms(4)).unwrap();
+    let ahead = picker
+        .on_dispatch(&p, id(0), &next, ms(4))
+        .unwrap()
+        .ticket
+        .features
+        .prefill_ahead;
+    assert_eq!(ahead, 0.0);
+    assert_eq!(p.counters(id(1)).unwrap().prefill_pending_tokens(), 0);
+}

@@ -54,6 +54,9 @@ pub(crate) struct Candidates {
     pub in_flight_tokens: Vec<u64>,
     /// Prompt tokens dispatched since its last scrape and still in flight.
     pub token_credit: Vec<u32>,
+    /// Uncached prompt tokens this gateway sent there that await their first token: prefill
+    /// queued ahead of a new request.
+    pub prefill_ahead: Vec<f64>,
     /// Prefix blocks of the request this endpoint probably holds.
     pub matched_blocks: Vec<u32>,
     /// Requests ahead of this one: the (fresh) scraped queue, or, when the server does not report
@@ -122,6 +125,7 @@ impl Candidates {
         self.in_flight.clear();
         self.in_flight_tokens.clear();
         self.token_credit.clear();
+        self.prefill_ahead.clear();
         self.matched_blocks.clear();
         self.queue_ahead.clear();
         self.uncached_tokens.clear();
@@ -185,15 +189,22 @@ impl Candidates {
         self.in_flight.resize(n, 0);
         self.in_flight_tokens.resize(n, 0);
         self.token_credit.resize(n, 0);
+        self.prefill_ahead.resize(n, 0.0);
         self.matched_blocks.resize(n, 0);
         self.keep.reset(n);
         let counters = pool.all_counters();
-        let rows = self.pos.iter().zip(self.waiting.iter_mut()).zip(
-            self.in_flight
-                .iter_mut()
-                .zip(self.in_flight_tokens.iter_mut().zip(&mut self.token_credit)),
-        );
-        for ((&pos, waiting), (in_flight, (in_flight_tokens, token_credit))) in rows {
+        let rows = self
+            .pos
+            .iter()
+            .zip(self.waiting.iter_mut().zip(&mut self.prefill_ahead))
+            .zip(
+                self.in_flight
+                    .iter_mut()
+                    .zip(self.in_flight_tokens.iter_mut().zip(&mut self.token_credit)),
+            );
+        for ((&pos, (waiting, prefill_ahead)), (in_flight, (in_flight_tokens, token_credit))) in
+            rows
+        {
             let (Some(c), Some(&mark)) = (counters.get(pos as usize), sig.marks.get(pos as usize))
             else {
                 continue;
@@ -205,6 +216,7 @@ impl Candidates {
             *in_flight = u32::try_from(local.in_flight_requests).unwrap_or(u32::MAX);
             *in_flight_tokens = local.in_flight_tokens;
             *token_credit = u32::try_from(local.token_credit()).unwrap_or(u32::MAX);
+            *prefill_ahead = local.prefill_pending_tokens as f64;
         }
     }
 
@@ -237,6 +249,7 @@ impl Candidates {
         retain_by(&mut self.in_flight, &keep);
         retain_by(&mut self.in_flight_tokens, &keep);
         retain_by(&mut self.token_credit, &keep);
+        retain_by(&mut self.prefill_ahead, &keep);
         retain_by(&mut self.matched_blocks, &keep);
         self.keep.bits = keep;
         self.keep.reset(self.pos.len());

@@ -136,6 +136,7 @@ pub(super) fn predicted_latency(
         &cands.slot,
         &cands.queue_ahead,
         &cands.uncached_tokens,
+        &cands.prefill_ahead,
         predicted,
     );
     let min = least(predicted);

@@ -306,7 +306,11 @@ mod tests {
         let f = Fixture::new(pool([(None, None, None); 3]));
         let c0 = f.pool.counters(EndpointId(0)).unwrap();
         let c1 = f.pool.counters(EndpointId(1)).unwrap();
-        let _g = [c0.dispatch(300), c0.dispatch(100), c1.dispatch(100)];
+        let _g = [
+            c0.dispatch(300, 0),
+            c0.dispatch(100, 0),
+            c1.dispatch(100, 0),
+        ];
         // Requests 2, 1, 0 → (2 − n)/2; tokens 400, 100, 0 → (400 − t)/400.
         assert_close(&f.score(Scorer::ActiveRequest), &[0.0, 0.5, 1.0], "active");
         assert_close(&f.score(Scorer::TokenLoad), &[0.0, 0.75, 1.0], "token");
@@ -470,6 +474,7 @@ mod tests {
                     &TtftFeatures {
                         queue_ahead: c.queue_ahead[i],
                         uncached_tokens: c.uncached_tokens[i],
+                        prefill_ahead: c.prefill_ahead[i],
                     },
                 )
             });
