@@ -87,10 +87,24 @@ pub struct RunOutcome {
     pub preemptions: u64,
 }
 
-fn engine_for(kind: &ReplicaKind, seed: u64) -> Result<Engine, BenchError> {
+/// A replica of `kind` serving every adapter `requests` name (as vLLM started with
+/// `--lora-modules` for each).
+fn engine_for(
+    kind: &ReplicaKind,
+    seed: u64,
+    requests: &[BenchRequest],
+) -> Result<Engine, BenchError> {
     let mut config = EngineConfig::new(Profile::lookup(kind.model, kind.gpu, kind.tp)?);
     config.seed = seed;
-    Ok(Engine::new(config))
+    config.max_loras = kind.max_loras;
+    config.max_cpu_loras = kind.max_cpu_loras.max(kind.max_loras);
+    let mut engine = Engine::new(config);
+    if kind.max_loras > 0 {
+        for name in requests.iter().filter_map(|r| r.adapter.as_deref()) {
+            engine.register_adapter(name);
+        }
+    }
+    Ok(engine)
 }
 
 /// The requests a replica of `kind` finishes per second when offered far more than it can
@@ -101,7 +115,7 @@ pub fn replica_capacity(
     requests: &[BenchRequest],
     seed: u64,
 ) -> Result<f64, BenchError> {
-    let mut engine = engine_for(kind, seed)?;
+    let mut engine = engine_for(kind, seed, requests)?;
     let cap = engine.config().max_num_seqs as usize;
     let max_len = engine.config().max_model_len;
     let arrivals = requests
@@ -185,6 +199,7 @@ pub fn run_with(
         let engine = engine_for(
             &kind,
             options.seed.wrapping_mul(1_000).wrapping_add(i as u64),
+            requests,
         )?;
         let step_model =
             StepTimeModel::calibrated(&engine.config().profile, &engine.config().calibration);
@@ -270,7 +285,8 @@ pub fn run_with(
                     match event.kind {
                         EventKind::Token { index: 0 } => {
                             outcomes[i].first_token = Some(event.at);
-                            if let (Some(p), Some(d)) = (picker.as_mut(), dispatches[i].as_ref()) {
+                            if let (Some(p), Some(d)) = (picker.as_mut(), dispatches[i].as_mut()) {
+                                d.guard.first_token();
                                 p.observe_first_token(&d.ticket, event.at);
                             }
                         }

@@ -1,7 +1,10 @@
 //! The benchmark scenarios of the reference, as data.
 
-use crate::trace::{read_azure_csv, traces_dir, TraceError};
-use crate::workload::{Arrivals, Shape};
+use crate::replay::Recorded;
+use crate::trace::{read_azure_csv, read_mooncake_jsonl, traces_dir, TraceError};
+use crate::workload::{Arrivals, BenchRequest, Shape};
+use infergate_engine::rng::Rng;
+use std::time::Duration;
 
 /// One replica of a fleet: a profile as `infergate sim` names it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -14,6 +17,10 @@ pub struct ReplicaKind {
     pub tp: u32,
     /// How many of them.
     pub count: u32,
+    /// LoRA adapters resident on the GPU at once (vLLM `--max-loras`; 0: LoRA off).
+    pub max_loras: u32,
+    /// Adapters kept in host memory (vLLM `--max-cpu-loras`).
+    pub max_cpu_loras: u32,
 }
 
 /// Where request lengths come from.
@@ -24,6 +31,60 @@ pub enum Lengths {
     /// inference-perf's shared_prefix: 150 groups × 5 prompts, system 6,000 tokens, question
     /// 1,200, output 1,000.
     SharedPrefix150x5,
+    /// The Azure conversation trace replayed with its own timestamps, time-scaled to the load.
+    AzureTrace,
+    /// The Mooncake conversation trace replayed with its own timestamps, time-scaled, its
+    /// prompts built from `hash_ids` so that shared ids are shared prefixes.
+    MooncakeTrace,
+}
+
+/// Which LoRA adapters requests name: `adapters` of them, Zipf-distributed with the exponent
+/// that gives the three most popular `top3_share` of the requests.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AdapterMix {
+    /// Distinct adapters.
+    pub adapters: u32,
+    /// Share of requests that go to the three most popular.
+    pub top3_share: f64,
+}
+
+impl AdapterMix {
+    /// The Zipf exponent `s` with `Σ_{k≤3} k^-s / Σ_{k≤n} k^-s = top3_share` (bisection; the
+    /// share grows with `s`).
+    pub fn exponent(&self) -> f64 {
+        let share = |s: f64| {
+            let w = |k: u32| f64::from(k).powf(-s);
+            let top: f64 = (1..=3.min(self.adapters)).map(w).sum();
+            let all: f64 = (1..=self.adapters).map(w).sum();
+            top / all
+        };
+        let (mut lo, mut hi) = (0.0, 20.0);
+        for _ in 0..100 {
+            let mid = 0.5 * (lo + hi);
+            if share(mid) < self.top3_share {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        0.5 * (lo + hi)
+    }
+
+    /// Names an adapter (`adapter-1` is the most popular) for every request.
+    pub fn assign(&self, requests: &mut [BenchRequest], rng: &mut Rng) {
+        let s = self.exponent();
+        let mut cumulative: Vec<f64> = Vec::with_capacity(self.adapters as usize);
+        let mut total = 0.0;
+        for k in 1..=self.adapters {
+            total += f64::from(k).powf(-s);
+            cumulative.push(total);
+        }
+        for r in requests {
+            let u = rng.next_f64() * total;
+            let k = cumulative.partition_point(|&c| c < u) + 1;
+            r.adapter = Some(format!("adapter-{k}"));
+        }
+    }
 }
 
 /// A scenario: fleet, arrivals, lengths, and load as a fraction of fleet capacity.
@@ -42,10 +103,49 @@ pub struct Scenario {
     /// The HyperPod table's row this mirrors, if any: (Δ TTFT P95, Δ TTFT P99, Δ throughput) in
     /// percent vs round-robin; `None` where the seed says "comparable".
     pub seed_row: Option<[Option<f64>; 3]>,
+    /// LoRA adapters the requests name, if any.
+    pub adapters: Option<AdapterMix>,
 }
 
 impl Scenario {
-    /// The request shape, reading the trace it samples from when it needs one.
+    /// The trace the scenario replays, if it replays one.
+    pub fn recorded(&self) -> Result<Option<Recorded>, TraceError> {
+        Ok(match self.lengths {
+            Lengths::AzureTrace => Some(Recorded::Lengths(read_azure_csv(
+                &traces_dir().join("azure-llm-2023-conv.csv"),
+            )?)),
+            Lengths::MooncakeTrace => Some(Recorded::Blocks(read_mooncake_jsonl(
+                &traces_dir().join("mooncake-conversation.jsonl"),
+            )?)),
+            Lengths::AzureConversation | Lengths::SharedPrefix150x5 => None,
+        })
+    }
+
+    /// The requests of one run at `rate` for `duration`: synthetic arrivals and lengths, or a
+    /// window of the trace time-scaled to `rate`, with adapters named when the scenario has them.
+    pub fn requests(
+        &self,
+        rate: f64,
+        duration: Duration,
+        max_model_len: u32,
+        seed: u64,
+    ) -> Result<Vec<BenchRequest>, TraceError> {
+        let mut rng = Rng::new(seed);
+        let mut requests = match self.recorded()? {
+            Some(trace) => trace.window(rate, duration, max_model_len, &mut rng),
+            None => {
+                let times = self.arrivals.times(rate, duration, &mut rng);
+                self.shape()?.requests(&times, max_model_len, &mut rng)
+            }
+        };
+        if let Some(mix) = &self.adapters {
+            mix.assign(&mut requests, &mut rng);
+        }
+        Ok(requests)
+    }
+
+    /// The request shape (lengths; for a trace, its lengths with unique prompts), reading the
+    /// trace it samples from when it needs one.
     pub fn shape(&self) -> Result<Shape, TraceError> {
         Ok(match self.lengths {
             Lengths::AzureConversation => {
@@ -56,6 +156,9 @@ impl Scenario {
                         .map(|r| (r.input_tokens, r.output_tokens))
                         .collect(),
                 )
+            }
+            Lengths::AzureTrace | Lengths::MooncakeTrace => {
+                Shape::Sampled(self.recorded()?.map(|t| t.lengths()).unwrap_or_default())
             }
             Lengths::SharedPrefix150x5 => Shape::SharedPrefix {
                 groups: 150,
@@ -81,6 +184,8 @@ fn kind(model: &'static str, gpu: &'static str, tp: u32, count: u32) -> ReplicaK
         gpu,
         tp,
         count,
+        max_loras: 0,
+        max_cpu_loras: 0,
     }
 }
 
@@ -97,6 +202,7 @@ pub fn all() -> Vec<Scenario> {
             arrivals: Arrivals::Poisson,
             lengths: Lengths::AzureConversation,
             load: 0.6,
+            adapters: None,
             seed_row: Some([Some(-97.0), Some(-97.0), Some(8.0)]),
         },
         Scenario {
@@ -108,6 +214,7 @@ pub fn all() -> Vec<Scenario> {
             arrivals: Arrivals::Poisson,
             lengths: Lengths::AzureConversation,
             load: 0.6,
+            adapters: None,
             seed_row: Some([Some(-98.0), Some(-97.0), Some(50.0)]),
         },
         Scenario {
@@ -116,6 +223,7 @@ pub fn all() -> Vec<Scenario> {
             arrivals: bursty,
             lengths: Lengths::AzureConversation,
             load: 0.5,
+            adapters: None,
             seed_row: Some([Some(-94.0), Some(-98.0), Some(12.0)]),
         },
         Scenario {
@@ -124,6 +232,7 @@ pub fn all() -> Vec<Scenario> {
             arrivals: bursty,
             lengths: Lengths::AzureConversation,
             load: 0.5,
+            adapters: None,
             seed_row: Some([None, Some(-89.0), None]),
         },
         Scenario {
@@ -132,6 +241,7 @@ pub fn all() -> Vec<Scenario> {
             arrivals: Arrivals::Poisson,
             lengths: Lengths::SharedPrefix150x5,
             load: 0.7,
+            adapters: None,
             seed_row: Some([Some(-26.0), Some(-43.0), None]),
         },
         Scenario {
@@ -140,9 +250,52 @@ pub fn all() -> Vec<Scenario> {
             arrivals: Arrivals::Poisson,
             lengths: Lengths::AzureConversation,
             load: 0.5,
+            adapters: None,
             seed_row: Some([None, None, None]),
         },
+        Scenario {
+            id: "lora-hotset-8b",
+            fleet: vec![ReplicaKind {
+                max_loras: 4,
+                max_cpu_loras: 16,
+                ..kind("llama-3.1-8b", "h100", 1, 4)
+            }],
+            arrivals: Arrivals::Poisson,
+            lengths: Lengths::AzureConversation,
+            load: 0.6,
+            seed_row: None,
+            adapters: Some(AdapterMix {
+                adapters: 40,
+                top3_share: 0.9,
+            }),
+        },
+        Scenario {
+            id: "trace-azure-conv",
+            fleet: vec![
+                kind("llama-3.1-8b", "h100", 1, 4),
+                kind("llama-3.1-8b", "a10g", 1, 4),
+            ],
+            arrivals: Arrivals::TraceTimestamps,
+            lengths: Lengths::AzureTrace,
+            load: 0.6,
+            seed_row: None,
+            adapters: None,
+        },
+        Scenario {
+            id: "trace-mooncake",
+            fleet: vec![kind("llama-3.1-8b", "h100", 1, 8)],
+            arrivals: Arrivals::TraceTimestamps,
+            lengths: Lengths::MooncakeTrace,
+            load: 0.6,
+            seed_row: None,
+            adapters: None,
+        },
     ]
+}
+
+/// The seed table's six scenarios (those with a `seed_row`).
+pub fn seed_rows() -> Vec<Scenario> {
+    all().into_iter().filter(|s| s.seed_row.is_some()).collect()
 }
 
 /// The scenario called `id`.

@@ -45,7 +45,10 @@ pub fn fleet_capacity(scenario: &Scenario, seed: u64) -> Result<f64, BenchError>
     let mut total = 0.0;
     for kind in &scenario.fleet {
         let mut rng = Rng::new(seed ^ 0xCA9A);
-        let requests = shape.requests(&[Duration::ZERO; 1_500], 32_768, &mut rng);
+        let mut requests = shape.requests(&[Duration::ZERO; 1_500], 32_768, &mut rng);
+        if let Some(mix) = &scenario.adapters {
+            mix.assign(&mut requests, &mut rng);
+        }
         total += replica_capacity(kind, &requests, seed)? * f64::from(kind.count);
     }
     Ok(total)
@@ -60,7 +63,6 @@ pub fn run_scenario(
 ) -> Result<ScenarioReport, BenchError> {
     let capacity = fleet_capacity(scenario, 7)?;
     let rate = capacity * scenario.load;
-    let shape = scenario.shape()?;
     let max_model_len = scenario
         .replicas()
         .filter_map(|k| infergate_engine::Profile::lookup(k.model, k.gpu, k.tp).ok())
@@ -69,9 +71,7 @@ pub fn run_scenario(
         .unwrap_or(4_096);
     let mut per_policy: Vec<Vec<PolicyResult>> = vec![Vec::new(); policies.len()];
     for &seed in seeds {
-        let mut rng = Rng::new(seed);
-        let times = scenario.arrivals.times(rate, duration, &mut rng);
-        let requests = shape.requests(&times, max_model_len, &mut rng);
+        let requests = scenario.requests(rate, duration, max_model_len, seed)?;
         let options = RunOptions {
             duration,
             seed,

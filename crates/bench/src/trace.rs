@@ -96,6 +96,58 @@ pub fn read_azure_csv(path: &Path) -> Result<Vec<TraceRequest>, TraceError> {
     Ok(out)
 }
 
+/// One request of the Mooncake trace: a [`TraceRequest`] and the ids of its 512-token prompt
+/// blocks (equal ids at equal positions are a shared prefix).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MooncakeRequest {
+    /// Arrival and lengths.
+    pub request: TraceRequest,
+    /// One id per 512-token block of the prompt, the last one possibly partial.
+    pub hash_ids: Vec<u64>,
+}
+
+/// Tokens per Mooncake `hash_id` block.
+pub const MOONCAKE_BLOCK_TOKENS: u32 = 512;
+
+#[derive(serde::Deserialize)]
+struct MooncakeLine {
+    timestamp: u64,
+    input_length: u32,
+    output_length: u32,
+    hash_ids: Vec<u64>,
+}
+
+/// Reads the Mooncake JSONL trace (`{"timestamp" (ms), "input_length", "output_length",
+/// "hash_ids"}` per line), arrivals relative to the first line.
+pub fn read_mooncake_jsonl(path: &Path) -> Result<Vec<MooncakeRequest>, TraceError> {
+    let text = std::fs::read_to_string(path).map_err(|source| TraceError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    let mut out = Vec::new();
+    let mut first: Option<u64> = None;
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let parsed: MooncakeLine = serde_json::from_str(line).map_err(|e| TraceError::Parse {
+            path: path.to_owned(),
+            line: i + 1,
+            reason: e.to_string(),
+        })?;
+        let start = *first.get_or_insert(parsed.timestamp);
+        out.push(MooncakeRequest {
+            request: TraceRequest {
+                at: Duration::from_millis(parsed.timestamp.saturating_sub(start)),
+                input_tokens: parsed.input_length,
+                output_tokens: parsed.output_length,
+            },
+            hash_ids: parsed.hash_ids,
+        });
+    }
+    Ok(out)
+}
+
 /// Seconds since midnight of `YYYY-MM-DD HH:MM:SS.fffffff` (the trace spans one day).
 fn seconds_of_day(ts: &str) -> Option<f64> {
     let time = ts.trim().split(' ').nth(1)?;
@@ -127,6 +179,24 @@ mod tests {
             trace.iter().map(|r| f64::from(r.input_tokens)).sum::<f64>() / trace.len() as f64;
         assert!((mean_in - 1154.7).abs() < 1.0, "{mean_in}");
         assert!(trace.windows(2).all(|w| w[0].at <= w[1].at));
+    }
+
+    #[test]
+    fn the_mooncake_trace_reads_whole_and_shares_prefixes() {
+        let trace = read_mooncake_jsonl(&traces_dir().join("mooncake-conversation.jsonl")).unwrap();
+        assert_eq!(trace.len(), 12_031);
+        assert_eq!(trace[0].request.input_tokens, 6_758);
+        assert_eq!(trace[0].hash_ids.len(), 14);
+        // Every prompt's blocks cover it: ⌈input / 512⌉ ids.
+        assert!(trace
+            .iter()
+            .all(|r| r.hash_ids.len() as u32
+                == r.request.input_tokens.div_ceil(MOONCAKE_BLOCK_TOKENS)));
+        // The first five requests share their first block.
+        assert!(trace[..5].iter().all(|r| r.hash_ids[0] == 0));
+        assert!(trace.windows(2).all(|w| w[0].request.at <= w[1].request.at));
+        let last = trace.last().unwrap().request.at.as_secs_f64();
+        assert!((last - 3_537.0).abs() < 1.0, "{last}");
     }
 
     #[test]

@@ -20,6 +20,9 @@ pub enum Arrivals {
         /// Coefficient of variation of the gaps.
         cv: f64,
     },
+    /// A replayed trace's own timestamps, time-scaled (see [`crate::replay`]); for synthetic
+    /// lengths, where there are no timestamps, exponential gaps.
+    TraceTimestamps,
 }
 
 impl Arrivals {
@@ -30,7 +33,9 @@ impl Arrivals {
         let mut out = Vec::new();
         loop {
             let gap = match self {
-                Arrivals::Poisson => -(1.0 - rng.next_f64()).ln() * mean_gap,
+                Arrivals::Poisson | Arrivals::TraceTimestamps => {
+                    -(1.0 - rng.next_f64()).ln() * mean_gap
+                }
                 Arrivals::Gamma { cv } => {
                     let shape = 1.0 / (cv * cv);
                     gamma(shape, rng) * mean_gap / shape

@@ -43,7 +43,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         return picker_speed(&args);
     }
     let scenarios: Vec<Scenario> = match (args.scenario.as_deref(), args.seed_table) {
-        (_, true) | (Some("all"), false) => scenario::all(),
+        (_, true) => scenario::seed_rows(),
+        (Some("all"), false) => scenario::all(),
         (Some(id), false) => vec![scenario::by_id(id).with_context(|| {
             let ids: Vec<&str> = scenario::all().iter().map(|s| s.id).collect();
             format!("unknown scenario `{id}` (known: {})", ids.join(", "))
