@@ -72,6 +72,11 @@ pub struct TtftTicket {
     pub features: TtftFeatures,
     /// When it was dispatched.
     pub dispatched_at: Duration,
+    /// Whether its TTFT may teach the latency model. A request for a LoRA adapter that was not
+    /// running there at dispatch may wait for a slot and a load — time the model has no feature
+    /// for, which it would otherwise learn as a slow endpoint and then steer everything away
+    /// from it.
+    pub teaches: bool,
 }
 
 /// Dense slots for endpoint ids, reused after an endpoint leaves.
@@ -341,12 +346,17 @@ impl Picker {
                 endpoint,
                 features,
                 dispatched_at: now,
+                teaches: adapter_was_running(pool, pos, req),
             },
         })
     }
 
-    /// Learns from the first token of a dispatched request arriving after `ttft`.
+    /// Learns from the first token of a dispatched request arriving after `ttft` (unless the
+    /// ticket says it cannot teach anything).
     pub fn observe_ttft(&mut self, ticket: &TtftTicket, ttft: Duration) {
+        if !ticket.teaches {
+            return;
+        }
         if let Some(&slot) = self.slots.by_id.get(&ticket.endpoint) {
             self.latency.observe(slot, &ticket.features, ttft);
         }
@@ -469,6 +479,16 @@ impl Picker {
         s.cands.fill(pool, members, &self.slot_of_pos, fresh);
         Ok(())
     }
+}
+
+/// Whether `req` is for the base model, or for an adapter the endpoint at `pos` reported running.
+fn adapter_was_running(pool: &Pool, pos: usize, req: &RequestFeatures) -> bool {
+    let Some(adapter) = req.target_adapter.as_deref() else {
+        return true;
+    };
+    pool.metrics_at(pos)
+        .and_then(|m| m.lora.as_ref())
+        .is_some_and(|l| l.running.iter().any(|a| a == adapter))
 }
 
 /// Requests ahead of a new one at the endpoint at `pos`: its scraped queue plus what was

@@ -333,3 +333,31 @@ fn a_long_prefill_in_flight_is_work_ahead_until_its_first_token() {
     assert_eq!(ahead, 0.0);
     assert_eq!(p.counters(id(1)).unwrap().prefill_pending_tokens(), 0);
 }
+
+#[test]
+fn a_wait_for_a_lora_slot_does_not_teach_the_latency_model_that_the_endpoint_is_slow() {
+    let mut p = pool(1);
+    p.update_metrics(
+        id(0),
+        with_lora(metrics(ms(0), 0, 2, 0.3), 1, &["hot"], &[]),
+    )
+    .unwrap();
+    let mut picker = Picker::new(Policy::infergate(), 9);
+    let teach = |picker: &mut Picker, adapter: &str, secs: f64| {
+        let req = RequestFeatures {
+            target_adapter: Some(adapter.into()),
+            ..request(&unique_prompt(7, 4_000))
+        };
+        let d = picker.on_dispatch(&p, id(0), &req, ms(1)).unwrap();
+        picker.observe_ttft(&d.ticket, Duration::from_secs_f64(secs));
+        d.ticket.teaches
+    };
+    // A request for an adapter not running there waited 30 s for the one slot: not learned.
+    assert!(!teach(&mut picker, "rare", 30.0));
+    let after = picker.latency_estimate(id(0)).unwrap();
+    assert_eq!(after.observations, 0.0);
+    assert!(after.base_s < 1.0, "{after:?}");
+    // One for the resident adapter is learned.
+    assert!(teach(&mut picker, "hot", 0.05));
+    assert!(picker.latency_estimate(id(0)).unwrap().observations > 0.0);
+}
