@@ -9,4 +9,5 @@ pub mod runner;
 pub mod scenario;
 pub mod suite;
 pub mod trace;
+pub mod tune;
 pub mod workload;

@@ -54,6 +54,33 @@ pub fn fleet_capacity(scenario: &Scenario, seed: u64) -> Result<f64, BenchError>
     Ok(total)
 }
 
+/// What a scenario offers its fleet.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Offered {
+    /// The fleet's capacity in requests per second.
+    pub capacity_rps: f64,
+    /// The offered rate: capacity × the scenario's load.
+    pub rate_rps: f64,
+    /// The smallest `max_model_len` in the fleet: every request must fit every replica.
+    pub max_model_len: u32,
+}
+
+/// Measures the fleet's capacity and derives the offered rate.
+pub fn offered(scenario: &Scenario) -> Result<Offered, BenchError> {
+    let capacity_rps = fleet_capacity(scenario, 7)?;
+    let max_model_len = scenario
+        .replicas()
+        .filter_map(|k| infergate_engine::Profile::lookup(k.model, k.gpu, k.tp).ok())
+        .map(|p| p.default_max_model_len())
+        .min()
+        .unwrap_or(4_096);
+    Ok(Offered {
+        capacity_rps,
+        rate_rps: capacity_rps * scenario.load,
+        max_model_len,
+    })
+}
+
 /// Runs `policies` on `scenario` for each seed and reports the median per policy.
 pub fn run_scenario(
     scenario: &Scenario,
@@ -61,14 +88,11 @@ pub fn run_scenario(
     seeds: &[u64],
     duration: Duration,
 ) -> Result<ScenarioReport, BenchError> {
-    let capacity = fleet_capacity(scenario, 7)?;
-    let rate = capacity * scenario.load;
-    let max_model_len = scenario
-        .replicas()
-        .filter_map(|k| infergate_engine::Profile::lookup(k.model, k.gpu, k.tp).ok())
-        .map(|p| p.default_max_model_len())
-        .min()
-        .unwrap_or(4_096);
+    let Offered {
+        capacity_rps: capacity,
+        rate_rps: rate,
+        max_model_len,
+    } = offered(scenario)?;
     let mut per_policy: Vec<Vec<PolicyResult>> = vec![Vec::new(); policies.len()];
     for &seed in seeds {
         let requests = scenario.requests(rate, duration, max_model_len, seed)?;

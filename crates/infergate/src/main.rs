@@ -9,6 +9,7 @@ mod serve;
 mod sim;
 mod sim_faults;
 mod sim_serve;
+mod tune;
 
 use clap::{Parser, Subcommand};
 
@@ -32,6 +33,9 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Measure routing policies side by side on simulated fleets, or the picker's speed.
     Bench(Box<bench::BenchArgs>),
+    /// Search the default policy's scorer weights on a scenario, validate on held-out traffic,
+    /// and print the winner as config.
+    Tune(tune::TuneArgs),
 }
 
 fn main() {
@@ -56,5 +60,6 @@ fn run() -> anyhow::Result<()> {
         Command::Check(args) => check::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Bench(args) => bench::run(*args),
+        Command::Tune(args) => tune::run(args),
     }
 }

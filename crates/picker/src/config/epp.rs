@@ -17,10 +17,10 @@ use crate::select::{Selection, TieBreak};
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct EndpointPickerConfig {
     /// `inference.networking.x-k8s.io/v1alpha1`; not checked here.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_version: Option<String>,
     /// `EndpointPickerConfig` when present.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
     /// Declared plugins.
     #[serde(default)]
@@ -38,10 +38,10 @@ pub struct PluginSpec {
     #[serde(rename = "type")]
     pub plugin_type: String,
     /// The name profiles use; defaults to the type.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// Type-specific parameters.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parameters: Option<BTreeMap<String, ParamValue>>,
 }
 
@@ -63,7 +63,7 @@ pub struct PluginRef {
     /// A declared plugin's name.
     pub plugin_ref: String,
     /// Scorer weight (default 1); only scorers take one.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight: Option<f64>,
 }
 

@@ -5,8 +5,10 @@
 
 mod epp;
 mod params;
+mod render;
 mod weights;
 
 pub use epp::{EndpointPickerConfig, PluginRef, PluginSpec, SchedulingProfileSpec};
 pub use params::ParamValue;
+pub use render::RenderError;
 pub use weights::Weights;
