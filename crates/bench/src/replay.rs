@@ -99,6 +99,8 @@ impl Recorded {
                 output_tokens: output,
                 block_hashes,
                 adapter: None,
+                band: None,
+                tenant: None,
             });
         }
         out

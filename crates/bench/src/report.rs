@@ -1,6 +1,7 @@
 //! Turning outcomes into the reference's figures, and tables.
 
 use crate::runner::RunOutcome;
+use infergate_config::gateway::Band;
 use serde::Serialize;
 use std::time::Duration;
 
@@ -68,6 +69,24 @@ pub struct PolicyResult {
     pub prefix_hit_ratio: f64,
     /// Preemptions over the fleet.
     pub preemptions: u64,
+    /// Per priority band, when the requests carry bands (flow-control scenarios).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub bands: Vec<BandResult>,
+}
+
+/// One priority band's figures.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BandResult {
+    /// `Critical`, `Standard` or `Sheddable`.
+    pub band: String,
+    /// Measured requests of the band.
+    pub requests: u64,
+    /// Their time to first token (those that got one).
+    pub ttft_ms: Percentiles,
+    /// Sent but failed or never finished.
+    pub errors: u64,
+    /// Refused by flow control (429 shed or queue full, 503 queue TTL).
+    pub shed: u64,
 }
 
 /// The figures of a run: the first 10 % of arrivals are warm-up; throughput counts requests
@@ -80,10 +99,7 @@ pub fn summarize(policy: &str, run: &RunOutcome) -> PolicyResult {
         .as_secs_f64()
         .max(1e-9);
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    let mut ttft: Vec<f64> = measured
-        .iter()
-        .filter_map(|r| r.first_token.map(|t| ms(t - r.sent)))
-        .collect();
+    let mut ttft = measured_ttfts_ms(run);
     let mut e2e: Vec<f64> = measured
         .iter()
         .filter_map(|r| r.finished.map(|t| ms(t - r.sent)))
@@ -110,10 +126,29 @@ pub fn summarize(policy: &str, run: &RunOutcome) -> PolicyResult {
             ttft_ok && tpot(r).is_none_or(|t| t <= ms(GOODPUT_TPOT))
         })
         .count();
-    let errors = measured
-        .iter()
-        .filter(|r| r.error || r.finished.is_none())
-        .count() as u64;
+    let failed =
+        |r: &crate::runner::Outcome| r.refused.is_none() && (r.error || r.finished.is_none());
+    let errors = measured.iter().filter(|r| failed(r)).count() as u64;
+    let shed = measured.iter().filter(|r| r.refused.is_some()).count() as u64;
+    let bands = Band::ALL
+        .into_iter()
+        .filter(|&b| measured.iter().any(|r| r.band == Some(b)))
+        .map(|b| {
+            let of_band: Vec<&crate::runner::Outcome> =
+                measured.iter().filter(|r| r.band == Some(b)).collect();
+            let mut ttft: Vec<f64> = of_band
+                .iter()
+                .filter_map(|r| r.first_token.map(|t| ms(t - r.sent)))
+                .collect();
+            BandResult {
+                band: format!("{b:?}"),
+                requests: of_band.len() as u64,
+                ttft_ms: Percentiles::of(&mut ttft),
+                errors: of_band.iter().filter(|r| failed(r)).count() as u64,
+                shed: of_band.iter().filter(|r| r.refused.is_some()).count() as u64,
+            }
+        })
+        .collect();
     PolicyResult {
         policy: policy.to_owned(),
         ttft_ms: Percentiles::of(&mut ttft),
@@ -122,10 +157,20 @@ pub fn summarize(policy: &str, run: &RunOutcome) -> PolicyResult {
         output_tokens_per_s: tokens as f64 / window,
         goodput_rps: good as f64 / window,
         errors,
-        shed: 0,
+        shed,
         prefix_hit_ratio: run.prefix_hit_ratio,
         preemptions: run.preemptions,
+        bands,
     }
+}
+
+/// TTFT (ms) of every request after the warm-up tenth that got a first token.
+pub fn measured_ttfts_ms(run: &RunOutcome) -> Vec<f64> {
+    let warm = run.requests.len() / 10;
+    run.requests[warm..]
+        .iter()
+        .filter_map(|r| r.first_token.map(|t| (t - r.sent).as_secs_f64() * 1e3))
+        .collect()
 }
 
 /// The median, per figure, of one policy's results over several seeds.
@@ -153,7 +198,55 @@ pub fn median_over_seeds(results: &[PolicyResult]) -> Option<PolicyResult> {
         shed: med(&|r| r.shed as f64) as u64,
         prefix_hit_ratio: med(&|r| r.prefix_hit_ratio),
         preemptions: med(&|r| r.preemptions as f64) as u64,
+        bands: first
+            .bands
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let of = |r: &PolicyResult| r.bands.get(i).cloned();
+                let band_med =
+                    |f: &dyn Fn(&BandResult) -> f64| med(&|r| of(r).map_or(f64::NAN, |b| f(&b)));
+                BandResult {
+                    band: b.band.clone(),
+                    requests: band_med(&|b| b.requests as f64) as u64,
+                    ttft_ms: Percentiles {
+                        p50: band_med(&|b| b.ttft_ms.p50),
+                        p95: band_med(&|b| b.ttft_ms.p95),
+                        p99: band_med(&|b| b.ttft_ms.p99),
+                        mean: band_med(&|b| b.ttft_ms.mean),
+                    },
+                    errors: band_med(&|b| b.errors as f64) as u64,
+                    shed: band_med(&|b| b.shed as f64) as u64,
+                }
+            })
+            .collect(),
     })
+}
+
+/// A Markdown table of each policy's figures per priority band; empty when no result has bands.
+pub fn band_table(results: &[PolicyResult]) -> String {
+    if results.iter().all(|r| r.bands.is_empty()) {
+        return String::new();
+    }
+    let mut out = String::from(
+        "| policy | band | requests | TTFT p50 | p95 | p99 | errors | shed |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in results {
+        for b in &r.bands {
+            out.push_str(&format!(
+                "| {} | {} | {} | {:.0} ms | {:.0} ms | {:.0} ms | {} | {} |\n",
+                r.policy,
+                b.band,
+                b.requests,
+                b.ttft_ms.p50,
+                b.ttft_ms.p95,
+                b.ttft_ms.p99,
+                b.errors,
+                b.shed
+            ));
+        }
+    }
+    out
 }
 
 /// A Markdown table of `results`, with Δ TTFT p99 and Δ throughput against `baseline`.

@@ -6,16 +6,15 @@
 //! that makes naive max-score pickers herd. Each replica's scrapes have their own random phase.
 //! `clairvoyant` instead reads every engine's true state at dispatch time.
 
+use crate::event_loop::{Ev, Sim};
+use crate::gate::FlowGate;
 use crate::scenario::{ReplicaKind, Scenario};
 use crate::workload::BenchRequest;
 use infergate_engine::rng::Rng;
 use infergate_engine::step_time::StepTimeModel;
-use infergate_engine::{
-    Engine, EngineConfig, Event, EventKind, FinishReason, NewRequest, Profile, RequestId,
-};
+use infergate_engine::{Engine, EngineConfig, FinishReason, NewRequest, Profile};
 use infergate_picker::{
-    Dispatch, EndpointId, EndpointSpec, LoraInfo, Picker, Policy, Pool, RequestFeatures,
-    ScrapedMetrics,
+    Dispatch, EndpointSpec, LoraInfo, Picker, Policy, Pool, RequestFeatures, ScrapedMetrics,
 };
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -72,6 +71,10 @@ pub struct Outcome {
     pub output_tokens: u32,
     /// Refused (no endpoint, or the engine refused it).
     pub error: bool,
+    /// Refused by flow control with this status (429 shed, 503 queue TTL), never sent.
+    pub refused: Option<u16>,
+    /// Its priority band, if it had one.
+    pub band: Option<infergate_config::gateway::Band>,
 }
 
 /// Everything a run produced.
@@ -85,6 +88,21 @@ pub struct RunOutcome {
     pub prefix_hit_ratio: f64,
     /// Preemptions across the fleet.
     pub preemptions: u64,
+    /// Each replica's waiting queue at each of its scrapes until the last arrival.
+    pub queue_samples: Vec<QueueSample>,
+}
+
+/// A replica's queue when it was scraped.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QueueSample {
+    /// When.
+    pub at: Duration,
+    /// Which replica (its index in the scenario's fleet).
+    pub replica: u32,
+    /// Requests waiting.
+    pub waiting: u32,
+    /// Requests running.
+    pub running: u32,
 }
 
 /// A replica of `kind` serving every adapter `requests` name (as vLLM started with
@@ -142,7 +160,7 @@ pub fn replica_capacity(
     Ok((hi - lo) as f64 / (done[hi] - done[lo]).max(1e-9))
 }
 
-fn new_request(r: &BenchRequest) -> NewRequest {
+pub(crate) fn new_request(r: &BenchRequest) -> NewRequest {
     NewRequest {
         prompt_tokens: r.prompt_tokens,
         block_hashes: r.block_hashes.clone(),
@@ -152,21 +170,16 @@ fn new_request(r: &BenchRequest) -> NewRequest {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Ev {
-    Arrival(usize),
-    Wake(usize),
-    Scrape(usize),
-}
-
-struct Replica {
-    engine: Engine,
-    wake: Option<Duration>,
+/// One simulated replica and its place in the event loop.
+pub(crate) struct Replica {
+    pub engine: Engine,
+    /// The step end the heap holds a wake-up for.
+    pub wake: Option<Duration>,
     /// When the scrape after the one due now lands.
-    next_scrape: Duration,
+    pub next_scrape: Duration,
     /// Clairvoyant's view of its speed.
-    prefill_secs_per_token: f64,
-    step_model: StepTimeModel,
+    pub prefill_secs_per_token: f64,
+    pub step_model: StepTimeModel,
 }
 
 /// Runs `requests` on the scenario's fleet with `policy` (a picker policy name, or
@@ -216,9 +229,8 @@ pub fn run_with(
     let specs = (0..replicas.len())
         .map(|i| EndpointSpec::new(i as u64, format!("10.0.0.{}:8000", i + 1)))
         .collect();
-    let mut pool =
-        Pool::new(specs).map_err(|e| BenchError::Policy("pool".into(), e.to_string()))?;
-    let mut picker = policy.map(|p| Picker::new(p, options.seed));
+    let pool = Pool::new(specs).map_err(|e| BenchError::Policy("pool".into(), e.to_string()))?;
+    let picker = policy.map(|p| Picker::new(p, options.seed));
 
     let mut heap: BinaryHeap<Reverse<(Duration, Ev)>> = BinaryHeap::new();
     for (i, r) in requests.iter().enumerate() {
@@ -229,99 +241,30 @@ pub fn run_with(
     }
     let last_arrival = requests.last().map_or(Duration::ZERO, |r| r.at);
     let drain_until = last_arrival + options.duration.max(Duration::from_secs(600)) * 3;
-    let mut outcomes = vec![Outcome::default(); requests.len()];
-    let mut dispatches: Vec<Option<Dispatch>> = (0..requests.len()).map(|_| None).collect();
-    let mut owner: HashMap<(usize, RequestId), usize> = HashMap::new();
-    let mut unfinished = requests.len();
-    let mut events: Vec<Event> = Vec::new();
-
-    while let Some(Reverse((now, ev))) = heap.pop() {
-        if now > drain_until || unfinished == 0 {
-            break;
-        }
-        let touched = match ev {
-            Ev::Arrival(i) => {
-                let r = &requests[i];
-                outcomes[i].sent = now;
-                let target = match picker.as_mut() {
-                    Some(p) => choose(p, &pool, r, now).map(|(e, d)| {
-                        dispatches[i] = Some(d);
-                        e
-                    }),
-                    None => Some(clairvoyant_choice(&replicas, r)),
-                };
-                let submitted = target.and_then(|e| {
-                    replicas[e]
-                        .engine
-                        .submit(now, new_request(r))
-                        .ok()
-                        .map(|id| (e, id))
-                });
-                match submitted {
-                    Some((e, id)) => {
-                        owner.insert((e, id), i);
-                        Some(e)
-                    }
-                    None => {
-                        outcomes[i].error = true;
-                        dispatches[i] = None;
-                        unfinished -= 1;
-                        None
-                    }
-                }
-            }
-            Ev::Wake(e) => {
-                let replica = &mut replicas[e];
-                if replica.wake != Some(now) {
-                    continue;
-                }
-                replica.wake = None;
-                events.clear();
-                replica.engine.advance(now, &mut events);
-                for event in &events {
-                    let Some(&i) = owner.get(&(e, event.id)) else {
-                        continue;
-                    };
-                    match event.kind {
-                        EventKind::Token { index: 0 } => {
-                            outcomes[i].first_token = Some(event.at);
-                            if let (Some(p), Some(d)) = (picker.as_mut(), dispatches[i].as_mut()) {
-                                d.guard.first_token();
-                                p.observe_first_token(&d.ticket, event.at);
-                            }
-                        }
-                        EventKind::Finished { usage, .. } => {
-                            outcomes[i].finished = Some(event.at);
-                            outcomes[i].output_tokens = usage.completion_tokens;
-                            dispatches[i] = None; // drops the in-flight guard
-                            owner.remove(&(e, event.id));
-                            unfinished -= 1;
-                        }
-                        _ => {}
-                    }
-                }
-                Some(e)
-            }
-            Ev::Scrape(e) => {
-                let _ = pool.update_metrics(EndpointId(e as u64), scrape(&replicas[e].engine, now));
-                // The first scrape lands at zero, the rest at phase + k × interval.
-                let next = replicas[e].next_scrape;
-                replicas[e].next_scrape = next + options.scrape_interval;
-                heap.push(Reverse((next, Ev::Scrape(e))));
-                None
-            }
-        };
-        if let Some(e) = touched {
-            let replica = &mut replicas[e];
-            if let Some(next) = replica.engine.next_wakeup() {
-                let next = next.max(now);
-                if replica.wake.is_none_or(|w| next < w) {
-                    replica.wake = Some(next);
-                    heap.push(Reverse((next, Ev::Wake(e))));
-                }
-            }
-        }
-    }
+    let mut sim = Sim {
+        requests,
+        gate: scenario.bands.map(|_| FlowGate::new(replicas.len())),
+        gate_wake: None,
+        replicas,
+        pool,
+        picker,
+        scrape_interval: options.scrape_interval,
+        last_arrival,
+        heap,
+        outcomes: vec![Outcome::default(); requests.len()],
+        dispatches: (0..requests.len()).map(|_| None).collect(),
+        owner: HashMap::new(),
+        unfinished: requests.len(),
+        events: Vec::new(),
+        queue_samples: Vec::new(),
+    };
+    sim.run(drain_until);
+    let Sim {
+        replicas,
+        outcomes,
+        queue_samples,
+        ..
+    } = sim;
     let (hits, queries, preemptions) = replicas.iter().fold((0, 0, 0), |(h, q, p), r| {
         let c = r.engine.counters();
         (
@@ -335,10 +278,11 @@ pub fn run_with(
         last_arrival,
         prefix_hit_ratio: hits as f64 / (queries.max(1)) as f64,
         preemptions,
+        queue_samples,
     })
 }
 
-fn choose(
+pub(crate) fn choose(
     picker: &mut Picker,
     pool: &Pool,
     r: &BenchRequest,
@@ -358,7 +302,7 @@ fn choose(
 
 /// The replica with the lowest predicted TTFT from its true state: prefill work queued ahead
 /// plus this prompt's uncached part, at the replica's prefill rate, plus one decode step.
-fn clairvoyant_choice(replicas: &[Replica], r: &BenchRequest) -> usize {
+pub(crate) fn clairvoyant_choice(replicas: &[Replica], r: &BenchRequest) -> usize {
     let mut best = (f64::INFINITY, 0);
     for (i, rep) in replicas.iter().enumerate() {
         let cached = rep.engine.cached_prefix_blocks(&r.block_hashes) as u64 * 16;
@@ -377,7 +321,7 @@ fn clairvoyant_choice(replicas: &[Replica], r: &BenchRequest) -> usize {
 }
 
 /// What the gateway's scraper would read from this replica's `/metrics` now.
-fn scrape(engine: &Engine, now: Duration) -> ScrapedMetrics {
+pub(crate) fn scrape(engine: &Engine, now: Duration) -> ScrapedMetrics {
     let g = engine.gauges();
     let c = engine.counters();
     ScrapedMetrics {

@@ -3,6 +3,7 @@
 use crate::replay::Recorded;
 use crate::trace::{read_azure_csv, read_mooncake_jsonl, traces_dir, TraceError};
 use crate::workload::{Arrivals, BenchRequest, Shape};
+use infergate_config::gateway::Band;
 use infergate_engine::rng::Rng;
 use std::time::Duration;
 
@@ -105,6 +106,9 @@ pub struct Scenario {
     pub seed_row: Option<[Option<f64>; 3]>,
     /// LoRA adapters the requests name, if any.
     pub adapters: Option<AdapterMix>,
+    /// Shares of Critical, Standard and Sheddable requests; `Some` also puts the gateway's flow
+    /// control (its defaults, enabled) in front of the picker.
+    pub bands: Option<[f64; 3]>,
 }
 
 impl Scenario {
@@ -140,6 +144,21 @@ impl Scenario {
         };
         if let Some(mix) = &self.adapters {
             mix.assign(&mut requests, &mut rng);
+        }
+        if let Some(shares) = self.bands {
+            let total: f64 = shares.iter().sum();
+            for r in &mut requests {
+                let mut u = rng.next_f64() * total;
+                let mut band = Band::Sheddable;
+                for (b, share) in Band::ALL.into_iter().zip(shares) {
+                    if u < share {
+                        band = b;
+                        break;
+                    }
+                    u -= share;
+                }
+                r.band = Some(band);
+            }
         }
         Ok(requests)
     }
@@ -204,6 +223,7 @@ pub fn all() -> Vec<Scenario> {
             load: 0.6,
             adapters: None,
             seed_row: Some([Some(-97.0), Some(-97.0), Some(8.0)]),
+            bands: None,
         },
         Scenario {
             id: "mixed-gpu-32b",
@@ -216,6 +236,7 @@ pub fn all() -> Vec<Scenario> {
             load: 0.6,
             adapters: None,
             seed_row: Some([Some(-98.0), Some(-97.0), Some(50.0)]),
+            bands: None,
         },
         Scenario {
             id: "bursty-70b",
@@ -225,6 +246,7 @@ pub fn all() -> Vec<Scenario> {
             load: 0.5,
             adapters: None,
             seed_row: Some([Some(-94.0), Some(-98.0), Some(12.0)]),
+            bands: None,
         },
         Scenario {
             id: "bursty-235b",
@@ -234,6 +256,7 @@ pub fn all() -> Vec<Scenario> {
             load: 0.5,
             adapters: None,
             seed_row: Some([None, Some(-89.0), None]),
+            bands: None,
         },
         Scenario {
             id: "shared-prefix-8b",
@@ -243,6 +266,7 @@ pub fn all() -> Vec<Scenario> {
             load: 0.7,
             adapters: None,
             seed_row: Some([Some(-26.0), Some(-43.0), None]),
+            bands: None,
         },
         Scenario {
             id: "uniform-steady-235b",
@@ -250,8 +274,9 @@ pub fn all() -> Vec<Scenario> {
             arrivals: Arrivals::Poisson,
             lengths: Lengths::AzureConversation,
             load: 0.5,
-            adapters: None,
             seed_row: Some([None, None, None]),
+            adapters: None,
+            bands: None,
         },
         Scenario {
             id: "lora-hotset-8b",
@@ -268,6 +293,17 @@ pub fn all() -> Vec<Scenario> {
                 adapters: 40,
                 top3_share: 0.9,
             }),
+            bands: None,
+        },
+        Scenario {
+            id: "priority-overload-8b",
+            fleet: vec![kind("llama-3.1-8b", "h100", 1, 4)],
+            arrivals: Arrivals::Poisson,
+            lengths: Lengths::AzureConversation,
+            load: 1.3,
+            seed_row: None,
+            adapters: None,
+            bands: Some([0.2, 0.5, 0.3]),
         },
         Scenario {
             id: "trace-azure-conv",
@@ -280,6 +316,7 @@ pub fn all() -> Vec<Scenario> {
             load: 0.6,
             seed_row: None,
             adapters: None,
+            bands: None,
         },
         Scenario {
             id: "trace-mooncake",
@@ -289,6 +326,7 @@ pub fn all() -> Vec<Scenario> {
             load: 0.6,
             seed_row: None,
             adapters: None,
+            bands: None,
         },
     ]
 }

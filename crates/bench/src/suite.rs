@@ -1,8 +1,8 @@
 //! A scenario end to end: measure the fleet's capacity, derive the offered rate from the
 //! scenario's load, generate the arrivals once per seed, and run every policy on them.
 
-use crate::report::{median_over_seeds, summarize, PolicyResult};
-use crate::runner::{replica_capacity, run, BenchError, RunOptions};
+use crate::report::{measured_ttfts_ms, median_over_seeds, summarize, PolicyResult};
+use crate::runner::{replica_capacity, run, BenchError, QueueSample, RunOptions};
 use crate::scenario::Scenario;
 use infergate_engine::rng::Rng;
 use serde::Serialize;
@@ -37,6 +37,20 @@ pub struct ScenarioReport {
     pub duration_s: f64,
     /// One entry per policy (median over seeds).
     pub results: Vec<PolicyResult>,
+    /// The first seed's raw material for plots, per policy (not in the JSON: it is large).
+    #[serde(skip)]
+    pub detail: Vec<PolicyDetail>,
+}
+
+/// What one policy's run on the first seed looked like, for plots.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyDetail {
+    /// Policy name.
+    pub policy: String,
+    /// TTFT of every measured request (ms).
+    pub ttft_ms: Vec<f64>,
+    /// Every replica's queue at each scrape.
+    pub queues: Vec<QueueSample>,
 }
 
 /// The fleet's capacity for the scenario's request mix: the sum of each replica's capacity.
@@ -88,12 +102,37 @@ pub fn run_scenario(
     seeds: &[u64],
     duration: Duration,
 ) -> Result<ScenarioReport, BenchError> {
+    run_scenario_with_progress(scenario, policies, seeds, duration, &mut |_| {})
+}
+
+/// Where a scenario run is, for a progress display.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress<'a> {
+    /// The run about to start: its policy…
+    pub policy: &'a str,
+    /// …and seed.
+    pub seed: u64,
+    /// Runs finished so far.
+    pub done: usize,
+    /// Runs in all.
+    pub total: usize,
+}
+
+/// [`run_scenario`], telling `progress` before each run.
+pub fn run_scenario_with_progress(
+    scenario: &Scenario,
+    policies: &[&str],
+    seeds: &[u64],
+    duration: Duration,
+    progress: &mut dyn FnMut(Progress<'_>),
+) -> Result<ScenarioReport, BenchError> {
     let Offered {
         capacity_rps: capacity,
         rate_rps: rate,
         max_model_len,
     } = offered(scenario)?;
     let mut per_policy: Vec<Vec<PolicyResult>> = vec![Vec::new(); policies.len()];
+    let mut detail = Vec::new();
     for &seed in seeds {
         let requests = scenario.requests(rate, duration, max_model_len, seed)?;
         let options = RunOptions {
@@ -102,8 +141,21 @@ pub fn run_scenario(
             ..RunOptions::default()
         };
         for (i, policy) in policies.iter().enumerate() {
+            progress(Progress {
+                policy,
+                seed,
+                done: per_policy.iter().map(Vec::len).sum(),
+                total: policies.len() * seeds.len(),
+            });
             let outcome = run(scenario, policy, &requests, &options)?;
             per_policy[i].push(summarize(policy, &outcome));
+            if detail.len() < policies.len() {
+                detail.push(PolicyDetail {
+                    policy: (*policy).to_owned(),
+                    ttft_ms: measured_ttfts_ms(&outcome),
+                    queues: outcome.queue_samples,
+                });
+            }
         }
     }
     Ok(ScenarioReport {
@@ -117,5 +169,6 @@ pub fn run_scenario(
             .iter()
             .filter_map(|r| median_over_seeds(r))
             .collect(),
+        detail,
     })
 }

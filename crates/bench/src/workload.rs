@@ -5,6 +5,7 @@
 //! approximate index both key on such chains (the picker's 64-character chunks are 16 of the
 //! simulator's 4-byte tokens), so no text needs to be made or hashed.
 
+use infergate_config::gateway::Band;
 use infergate_engine::rng::Rng;
 use infergate_engine::tokens::mix;
 use infergate_engine::BLOCK_SIZE;
@@ -105,6 +106,10 @@ pub struct BenchRequest {
     pub block_hashes: Vec<u64>,
     /// LoRA adapter, if any.
     pub adapter: Option<String>,
+    /// Priority band (`x-gateway-inference-objective`); `None` is Standard.
+    pub band: Option<Band>,
+    /// Tenant (`x-gateway-inference-fairness-id`), if any.
+    pub tenant: Option<String>,
 }
 
 impl Shape {
@@ -154,6 +159,8 @@ impl Shape {
                     output_tokens,
                     block_hashes,
                     adapter: None,
+                    band: None,
+                    tenant: None,
                 }
             })
             .collect()

@@ -96,3 +96,41 @@ fn every_request_is_accounted_for_and_unknown_policies_are_refused() {
         .to_string();
     assert!(err.contains("fastest-please"), "{err}");
 }
+
+#[test]
+fn under_overload_flow_control_sheds_sheddable_and_keeps_critical_whole() {
+    let s = scenario::by_id("priority-overload-8b").unwrap();
+    // The scenario's 130 % of the fleet's capacity, for 40 s.
+    let load = infergate_bench::suite::offered(&s).unwrap();
+    assert!((load.rate_rps / load.capacity_rps - 1.3).abs() < 1e-9);
+    let requests = s
+        .requests(
+            load.rate_rps,
+            Duration::from_secs(40),
+            load.max_model_len,
+            2,
+        )
+        .unwrap();
+    let options = RunOptions {
+        duration: Duration::from_secs(40),
+        seed: 2,
+        ..RunOptions::default()
+    };
+    let r = summarize(
+        "infergate",
+        &run(&s, "infergate", &requests, &options).unwrap(),
+    );
+    let band = |name: &str| r.bands.iter().find(|b| b.band == name).unwrap().clone();
+    let (critical, standard, sheddable) = (band("Critical"), band("Standard"), band("Sheddable"));
+    assert!(critical.requests > 0 && standard.requests > 0 && sheddable.requests > 0);
+    assert_eq!((critical.errors, critical.shed), (0, 0), "{critical:?}");
+    assert_eq!(standard.errors, 0, "{standard:?}");
+    // The overload falls on the sheddable band…
+    assert!(sheddable.shed * 2 > sheddable.requests, "{sheddable:?}");
+    assert_eq!(r.shed, critical.shed + standard.shed + sheddable.shed);
+    // …and Critical requests jump the queue the gateway holds.
+    assert!(
+        critical.ttft_ms.p99 < standard.ttft_ms.p99,
+        "{critical:?} {standard:?}"
+    );
+}

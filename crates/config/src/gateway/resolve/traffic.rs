@@ -102,6 +102,13 @@ pub struct ResolvedSaturation {
     pub metrics_staleness_threshold: Setting<Duration>,
 }
 
+impl Default for ResolvedFlowControl {
+    /// What a config that says nothing about flow control resolves to.
+    fn default() -> Self {
+        Self::new(None)
+    }
+}
+
 impl ResolvedFlowControl {
     pub(super) fn new(f: Option<&FlowControl>) -> ResolvedFlowControl {
         let f = f.cloned().unwrap_or_default();

@@ -1,0 +1,232 @@
+//! The runner's event loop: one heap orders arrivals, engine step ends, scrapes and flow-control
+//! deadlines; each event is a method on [`Sim`].
+
+use crate::gate::{FlowGate, Gate};
+use crate::runner::{
+    choose, clairvoyant_choice, new_request, scrape, Outcome, QueueSample, Replica,
+};
+use crate::workload::BenchRequest;
+use infergate_config::gateway::Band;
+use infergate_engine::{Event, EventKind, RequestId};
+use infergate_picker::{Dispatch, EndpointId, Picker, Pool};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Ev {
+    Arrival(usize),
+    Wake(usize),
+    Scrape(usize),
+    /// A flow-control queue deadline may have passed.
+    FlowDeadline,
+}
+
+/// Everything a run holds while it runs.
+pub(crate) struct Sim<'a> {
+    pub requests: &'a [BenchRequest],
+    pub replicas: Vec<Replica>,
+    pub pool: Pool,
+    /// `None`: clairvoyant.
+    pub picker: Option<Picker>,
+    /// `Some` when the scenario runs flow control.
+    pub gate: Option<FlowGate>,
+    /// The flow-control deadline event pending in the heap, if any.
+    pub gate_wake: Option<Duration>,
+    pub scrape_interval: Duration,
+    pub last_arrival: Duration,
+    pub heap: BinaryHeap<Reverse<(Duration, Ev)>>,
+    pub outcomes: Vec<Outcome>,
+    pub dispatches: Vec<Option<Dispatch>>,
+    pub owner: HashMap<(usize, RequestId), usize>,
+    pub unfinished: usize,
+    pub events: Vec<Event>,
+    pub queue_samples: Vec<QueueSample>,
+}
+
+impl Sim<'_> {
+    /// Runs events until every request is settled or `drain_until` passes.
+    pub fn run(&mut self, drain_until: Duration) {
+        while let Some(Reverse((now, ev))) = self.heap.pop() {
+            if now > drain_until || self.unfinished == 0 {
+                break;
+            }
+            match ev {
+                Ev::Arrival(i) => self.arrive(i, now),
+                Ev::Wake(e) => self.wake(e, now),
+                Ev::Scrape(e) => self.scrape(e, now),
+                Ev::FlowDeadline => {
+                    if self.gate_wake == Some(now) {
+                        self.gate_wake = None;
+                        self.poll_gate(now);
+                    }
+                }
+            }
+        }
+    }
+
+    fn arrive(&mut self, i: usize, now: Duration) {
+        self.outcomes[i].sent = now;
+        let r = &self.requests[i];
+        self.outcomes[i].band = r.band;
+        let gate = match self.gate.as_mut() {
+            Some(g) => g.admit(
+                i,
+                r.band.unwrap_or(Band::Standard),
+                r.tenant.as_deref(),
+                r.prompt_tokens,
+                now,
+            ),
+            None => Gate::Now,
+        };
+        match gate {
+            Gate::Now => self.dispatch(i, now),
+            Gate::Queued(deadline) => self.wake_gate_at(deadline, now),
+            Gate::Refused(status) => self.refuse(i, status),
+        }
+    }
+
+    /// Picks a replica for request `i` and submits it there.
+    fn dispatch(&mut self, i: usize, now: Duration) {
+        let r = &self.requests[i];
+        let target = match self.picker.as_mut() {
+            Some(p) => choose(p, &self.pool, r, now).map(|(e, d)| {
+                self.dispatches[i] = Some(d);
+                e
+            }),
+            None => Some(clairvoyant_choice(&self.replicas, r)),
+        };
+        let submitted = target.and_then(|e| {
+            self.replicas[e]
+                .engine
+                .submit(now, new_request(r))
+                .ok()
+                .map(|id| (e, id))
+        });
+        match submitted {
+            Some((e, id)) => {
+                self.owner.insert((e, id), i);
+                self.schedule(e, now);
+            }
+            None => {
+                self.outcomes[i].error = true;
+                self.dispatches[i] = None;
+                self.unfinished -= 1;
+                if let Some(g) = self.gate.as_mut() {
+                    g.complete(now);
+                }
+            }
+        }
+    }
+
+    fn refuse(&mut self, i: usize, status: u16) {
+        self.outcomes[i].refused = Some(status);
+        self.unfinished -= 1;
+    }
+
+    fn wake(&mut self, e: usize, now: Duration) {
+        let replica = &mut self.replicas[e];
+        if replica.wake != Some(now) {
+            return;
+        }
+        replica.wake = None;
+        self.events.clear();
+        replica.engine.advance(now, &mut self.events);
+        let mut completed = 0;
+        for event in &self.events {
+            let Some(&i) = self.owner.get(&(e, event.id)) else {
+                continue;
+            };
+            match event.kind {
+                EventKind::Token { index: 0 } => {
+                    self.outcomes[i].first_token = Some(event.at);
+                    if let (Some(p), Some(d)) = (self.picker.as_mut(), self.dispatches[i].as_mut())
+                    {
+                        d.guard.first_token();
+                        p.observe_first_token(&d.ticket, event.at);
+                    }
+                }
+                EventKind::Finished { usage, .. } => {
+                    self.outcomes[i].finished = Some(event.at);
+                    self.outcomes[i].output_tokens = usage.completion_tokens;
+                    self.dispatches[i] = None; // drops the in-flight guard
+                    self.owner.remove(&(e, event.id));
+                    self.unfinished -= 1;
+                    completed += 1;
+                }
+                _ => {}
+            }
+        }
+        self.schedule(e, now);
+        if completed > 0 {
+            if let Some(g) = self.gate.as_mut() {
+                for _ in 0..completed {
+                    g.complete(now);
+                }
+            }
+            self.poll_gate(now);
+        }
+    }
+
+    fn scrape(&mut self, e: usize, now: Duration) {
+        let metrics = scrape(&self.replicas[e].engine, now);
+        if now <= self.last_arrival {
+            self.queue_samples.push(QueueSample {
+                at: now,
+                replica: e as u32,
+                waiting: metrics.waiting.unwrap_or(0) as u32,
+                running: metrics.running.unwrap_or(0) as u32,
+            });
+        }
+        if let Some(g) = self.gate.as_mut() {
+            g.on_scrape(e, &metrics, now);
+        }
+        let _ = self.pool.update_metrics(EndpointId(e as u64), metrics);
+        // The first scrape lands at zero, the rest at phase + k × interval.
+        let next = self.replicas[e].next_scrape;
+        self.replicas[e].next_scrape = next + self.scrape_interval;
+        self.heap.push(Reverse((next, Ev::Scrape(e))));
+        if self.gate.is_some() {
+            self.poll_gate(now);
+        }
+    }
+
+    /// Carries out what flow control decided at `now`, and makes sure it is asked again when
+    /// its next deadline comes.
+    fn poll_gate(&mut self, now: Duration) {
+        let Some(g) = self.gate.as_mut() else { return };
+        let decided = g.poll(now);
+        let next = g.next_deadline();
+        for (i, refused) in decided {
+            match refused {
+                None => self.dispatch(i, now),
+                Some(status) => self.refuse(i, status),
+            }
+        }
+        if let Some(at) = next {
+            self.wake_gate_at(at, now);
+        }
+    }
+
+    /// Asks for a flow-control poll at `at`, unless one is already due no later. A deadline not
+    /// after `now` was just polled and gets nothing new until time moves on: the next event does.
+    fn wake_gate_at(&mut self, at: Duration, now: Duration) {
+        if at <= now || self.gate_wake.is_some_and(|w| w <= at) {
+            return;
+        }
+        self.gate_wake = Some(at);
+        self.heap.push(Reverse((at, Ev::FlowDeadline)));
+    }
+
+    /// Makes sure replica `e` is woken at its next step end.
+    fn schedule(&mut self, e: usize, now: Duration) {
+        let replica = &mut self.replicas[e];
+        if let Some(next) = replica.engine.next_wakeup() {
+            let next = next.max(now);
+            if replica.wake.is_none_or(|w| next < w) {
+                replica.wake = Some(next);
+                self.heap.push(Reverse((next, Ev::Wake(e))));
+            }
+        }
+    }
+}

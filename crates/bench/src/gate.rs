@@ -1,0 +1,113 @@
+//! Flow control in virtual time: the real `flow` controller between arrivals and the picker,
+//! fed the same scrapes the picker sees.
+
+use infergate_config::gateway::{Band, ResolvedFlowControl};
+use infergate_flow::{
+    Admission, Detector, EndpointLoad, FlowConfig, FlowController, FlowRequest, Outcome,
+};
+use infergate_picker::ScrapedMetrics;
+use std::time::Duration;
+
+/// Bytes per token of the simulator's tokenizer: a request's body size for the byte caps.
+const BYTES_PER_TOKEN: u64 = 4;
+
+/// What became of an arrival at the gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    /// Pick and dispatch it now.
+    Now,
+    /// It waits; poll again at the latest at this time.
+    Queued(Duration),
+    /// Refused with this HTTP status (429 shed or queue full, 503 TTL expired).
+    Refused(u16),
+}
+
+/// The flow controller of one pool with its saturation detector, under the gateway's default
+/// `spec.flowControl` (enabled).
+#[derive(Debug)]
+pub struct FlowGate {
+    flow: FlowController,
+    detector: Detector,
+    /// Each replica's last scrape.
+    last: Vec<Option<ScrapedMetrics>>,
+}
+
+impl FlowGate {
+    /// A gate for a pool of `replicas`, with the defaults a config that says nothing resolves to,
+    /// flow control switched on.
+    pub fn new(replicas: usize) -> Self {
+        let resolved = ResolvedFlowControl::default();
+        let mut config = FlowConfig::from_resolved(&resolved);
+        config.enabled = true;
+        Self {
+            flow: FlowController::new(config),
+            detector: Detector::from_resolved(&resolved.saturation),
+            last: vec![None; replicas],
+        }
+    }
+
+    /// A replica was scraped: the pool's state as the detector reads every replica's last
+    /// scrape.
+    pub fn on_scrape(&mut self, replica: usize, metrics: &ScrapedMetrics, now: Duration) {
+        if let Some(slot) = self.last.get_mut(replica) {
+            *slot = Some(metrics.clone());
+        }
+        let loads = self.last.iter().flatten().map(|m| EndpointLoad {
+            waiting: m.waiting.map(|w| w as f64),
+            kv_usage: m.kv_usage,
+            age: now.saturating_sub(m.scraped_at),
+        });
+        let state = self.detector.observe(loads);
+        self.flow.observe(state, now);
+    }
+
+    /// Request `id` of `band` and `tenant` with a prompt of `prompt_tokens` arrives.
+    pub fn admit(
+        &mut self,
+        id: usize,
+        band: Band,
+        tenant: Option<&str>,
+        prompt_tokens: u32,
+        now: Duration,
+    ) -> Gate {
+        let req = FlowRequest {
+            id: id as u64,
+            band,
+            tenant: tenant.map(str::to_owned),
+            bytes: u64::from(prompt_tokens) * BYTES_PER_TOKEN,
+        };
+        match self.flow.enqueue(req, now) {
+            Ok(Admission::DispatchNow) => Gate::Now,
+            Ok(Admission::Queued { deadline }) => Gate::Queued(deadline),
+            Ok(Admission::Rejected(r)) => Gate::Refused(r.status()),
+            // Ids are arrival indices, unique by construction; a duplicate would be a runner bug
+            // and is reported as a refusal rather than a panic.
+            Err(_) => Gate::Refused(500),
+        }
+    }
+
+    /// A dispatched request finished.
+    pub fn complete(&mut self, now: Duration) {
+        self.flow.on_complete(now);
+    }
+
+    /// Queued requests decided at `now`: `(id, None)` to dispatch, `(id, Some(status))` refused.
+    pub fn poll(&mut self, now: Duration) -> Vec<(usize, Option<u16>)> {
+        self.flow
+            .poll(now)
+            .into_iter()
+            .map(|d| {
+                let refused = match d.outcome {
+                    Outcome::Dispatch => None,
+                    Outcome::Reject(r) => Some(r.status()),
+                };
+                (d.id as usize, refused)
+            })
+            .collect()
+    }
+
+    /// The earliest queue deadline, if anything is queued.
+    pub fn next_deadline(&self) -> Option<Duration> {
+        self.flow.next_deadline()
+    }
+}
