@@ -220,7 +220,12 @@ impl Axis {
                 let lo = lo.max(1e-3);
                 (lo.log10().floor(), hi.max(lo * 10.0).log10().ceil())
             }
-            XScale::Linear => (lo, if hi > lo { hi } else { lo + 1.0 }),
+            XScale::Linear => {
+                // Round the top up to a whole number of 1, 2 or 5 × 10^k steps.
+                let hi = if hi > lo { hi } else { lo + 1.0 };
+                let step = nice_step((hi - lo) / 5.0);
+                (lo, lo + ((hi - lo) / step).ceil() * step)
+            }
         };
         Self {
             lo,
@@ -255,14 +260,31 @@ impl Axis {
                     })
                     .collect()
             }
-            XScale::Linear => (0..=5)
-                .map(|i| {
-                    let v = self.lo + (self.hi - self.lo) * f64::from(i) / 5.0;
-                    (v, number(v))
-                })
-                .collect(),
+            XScale::Linear => {
+                let step = nice_step((self.hi - self.lo) / 5.0);
+                let n = ((self.hi - self.lo) / step).round() as i32;
+                (0..=n)
+                    .map(|i| {
+                        let v = self.lo + step * f64::from(i);
+                        (v, number(v))
+                    })
+                    .collect()
+            }
         }
     }
+}
+
+/// The smallest 1, 2 or 5 × 10^k at least `raw`.
+fn nice_step(raw: f64) -> f64 {
+    if !(raw.is_finite() && raw > 0.0) {
+        return 1.0;
+    }
+    let magnitude = 10f64.powf(raw.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * magnitude)
+        .find(|&s| s >= raw * (1.0 - 1e-9))
+        .unwrap_or(10.0 * magnitude)
 }
 
 fn number(v: f64) -> String {
@@ -329,6 +351,17 @@ mod tests {
             fy.map(10.0)
         );
         assert!(svg.contains(&a), "{svg}");
+    }
+
+    #[test]
+    fn linear_ticks_are_round_numbers() {
+        assert_eq!(nice_step(0.9), 1.0);
+        assert_eq!(nice_step(11.8), 20.0);
+        assert_eq!(nice_step(55.8), 100.0);
+        assert_eq!(nice_step(4.0), 5.0);
+        let a = Axis::new(0.0, 279.0, XScale::Linear, 0.0, 1.0);
+        let ticks: Vec<f64> = a.ticks().into_iter().map(|(v, _)| v).collect();
+        assert_eq!(ticks, vec![0.0, 100.0, 200.0, 300.0]);
     }
 
     #[test]
