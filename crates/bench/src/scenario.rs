@@ -37,6 +37,9 @@ pub enum Lengths {
     /// The Mooncake conversation trace replayed with its own timestamps, time-scaled, its
     /// prompts built from `hash_ids` so that shared ids are shared prefixes.
     MooncakeTrace,
+    /// A trace file replayed like the two above: `*.csv` in the Azure format, `*.jsonl` in the
+    /// Mooncake one.
+    TraceFile(&'static std::path::Path),
 }
 
 /// Which LoRA adapters requests name: `adapters` of them, Zipf-distributed with the exponent
@@ -121,6 +124,13 @@ impl Scenario {
             Lengths::MooncakeTrace => Some(Recorded::Blocks(read_mooncake_jsonl(
                 &traces_dir().join("mooncake-conversation.jsonl"),
             )?)),
+            Lengths::TraceFile(path) => Some(
+                if path.extension().is_some_and(|e| e == "jsonl") {
+                    Recorded::Blocks(read_mooncake_jsonl(path)?)
+                } else {
+                    Recorded::Lengths(read_azure_csv(path)?)
+                },
+            ),
             Lengths::AzureConversation | Lengths::SharedPrefix150x5 => None,
         })
     }
@@ -176,7 +186,7 @@ impl Scenario {
                         .collect(),
                 )
             }
-            Lengths::AzureTrace | Lengths::MooncakeTrace => {
+            Lengths::AzureTrace | Lengths::MooncakeTrace | Lengths::TraceFile(_) => {
                 Shape::Sampled(self.recorded()?.map(|t| t.lengths()).unwrap_or_default())
             }
             Lengths::SharedPrefix150x5 => Shape::SharedPrefix {

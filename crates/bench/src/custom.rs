@@ -1,0 +1,153 @@
+//! A scenario made from files: a trace to replay and a simulated fleet to replay it on
+//! (`infergate bench --trace FILE --fleet FLEET.yaml`).
+
+use crate::scenario::{Lengths, ReplicaKind, Scenario};
+use crate::trace::TraceError;
+use crate::workload::Arrivals;
+use infergate_config::FleetFile;
+use std::path::Path;
+
+/// Why a scenario could not be made from the files.
+#[derive(Debug, thiserror::Error)]
+pub enum CustomError {
+    /// The fleet file could not be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// Which file.
+        path: String,
+        /// What went wrong.
+        source: std::io::Error,
+    },
+    /// The fleet file is not a valid `SimulatedFleet`.
+    #[error("{path}: {source}")]
+    Fleet {
+        /// Which file.
+        path: String,
+        /// The field and what is wrong with it.
+        source: infergate_config::FleetError,
+    },
+    /// The trace's format is not one infergate reads.
+    #[error("trace {0}: unknown format (expected an Azure LLM inference CSV, *.csv, or a Mooncake-style JSONL with hash_ids, *.jsonl)")]
+    TraceFormat(String),
+    /// The trace could not be read.
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+}
+
+/// The simulator's own defaults for an endpoint that names no model or GPU (as `infergate sim`).
+const DEFAULT_MODEL: &str = "llama-3.1-8b";
+const DEFAULT_GPU: &str = "h100";
+
+/// Lives for the rest of the process. A scenario's names are `'static` because the built-in ones
+/// are literals; one made from files is built once per `infergate bench` run, so the few bytes
+/// leaked are bounded and freed at exit.
+fn forever(s: String) -> &'static str {
+    Box::leak(s.into_boxed_str())
+}
+
+/// A scenario replaying `trace` on the fleet of `fleet_yaml` at `load` of the fleet's capacity
+/// (time-scaled like the built-in trace scenarios). The trace is read now, so a bad file fails
+/// here rather than mid-run.
+pub fn from_files(trace: &Path, fleet: &Path, load: f64) -> Result<Scenario, CustomError> {
+    let format_ok = matches!(
+        trace.extension().and_then(|e| e.to_str()),
+        Some("csv" | "jsonl")
+    );
+    if !format_ok {
+        return Err(CustomError::TraceFormat(trace.display().to_string()));
+    }
+    let yaml = std::fs::read_to_string(fleet).map_err(|source| CustomError::Io {
+        path: fleet.display().to_string(),
+        source,
+    })?;
+    let endpoints = FleetFile::parse(&yaml).map_err(|source| CustomError::Fleet {
+        path: fleet.display().to_string(),
+        source,
+    })?;
+    let mut kinds: Vec<ReplicaKind> = Vec::new();
+    for e in &endpoints {
+        let s = &e.settings;
+        let kind = ReplicaKind {
+            model: forever(s.model.clone().unwrap_or_else(|| DEFAULT_MODEL.into())),
+            gpu: forever(s.gpu.clone().unwrap_or_else(|| DEFAULT_GPU.into())),
+            tp: s.tp.unwrap_or(1),
+            count: 1,
+            max_loras: s.max_loras.unwrap_or(0),
+            max_cpu_loras: s.max_cpu_loras.unwrap_or(0),
+        };
+        // Equal replicas become one kind with a count, as the built-in fleets are written.
+        match kinds.iter_mut().find(|k| {
+            (k.model, k.gpu, k.tp, k.max_loras, k.max_cpu_loras)
+                == (
+                    kind.model,
+                    kind.gpu,
+                    kind.tp,
+                    kind.max_loras,
+                    kind.max_cpu_loras,
+                )
+        }) {
+            Some(k) => k.count += 1,
+            None => kinds.push(kind),
+        }
+    }
+    let name = format!(
+        "{} on {}",
+        trace.file_name().map_or_else(
+            || trace.display().to_string(),
+            |n| n.to_string_lossy().into_owned()
+        ),
+        fleet.file_name().map_or_else(
+            || fleet.display().to_string(),
+            |n| n.to_string_lossy().into_owned()
+        ),
+    );
+    let scenario = Scenario {
+        id: forever(name),
+        fleet: kinds,
+        arrivals: Arrivals::TraceTimestamps,
+        lengths: Lengths::TraceFile(Box::leak(trace.to_path_buf().into_boxed_path())),
+        load,
+        seed_row: None,
+        adapters: None,
+        bands: None,
+    };
+    scenario.recorded()?;
+    Ok(scenario)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::traces_dir;
+
+    #[test]
+    fn a_trace_and_a_fleet_file_make_a_scenario_and_bad_files_are_named() {
+        let dir = std::env::temp_dir().join(format!("infergate-custom-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fleet = dir.join("fleet.yaml");
+        std::fs::write(
+            &fleet,
+            "apiVersion: infergate.dev/v1alpha1\nkind: SimulatedFleet\nspec:\n  defaults: {model: llama-3.1-8b}\n  endpoints:\n    - {address: 127.0.0.1:9001, sim: {gpu: h100}}\n    - {address: 127.0.0.1:9002, sim: {gpu: h100}}\n    - {address: 127.0.0.1:9003, sim: {gpu: a10g}}\n",
+        )
+        .unwrap();
+        let trace = traces_dir().join("azure-llm-2023-conv.csv");
+        let s = from_files(&trace, &fleet, 0.5).unwrap();
+        assert_eq!(s.id, "azure-llm-2023-conv.csv on fleet.yaml");
+        let counts: Vec<(&str, u32)> = s.fleet.iter().map(|k| (k.gpu, k.count)).collect();
+        assert_eq!(counts, vec![("h100", 2), ("a10g", 1)]);
+        let reqs = s
+            .requests(10.0, std::time::Duration::from_secs(10), 4_096, 1)
+            .unwrap();
+        assert!((60..=140).contains(&reqs.len()), "{}", reqs.len());
+
+        let err = from_files(&dir.join("trace.txt"), &fleet, 0.5).unwrap_err();
+        assert!(err.to_string().contains("unknown format"), "{err}");
+        std::fs::write(
+            &fleet,
+            "apiVersion: infergate.dev/v1alpha1\nkind: Nope\nspec: {endpoints: []}\n",
+        )
+        .unwrap();
+        let err = from_files(&trace, &fleet, 0.5).unwrap_err();
+        assert!(err.to_string().contains("kind"), "{err}");
+    }
+}
