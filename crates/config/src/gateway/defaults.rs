@@ -81,6 +81,13 @@ pub const FAIRNESS: Fairness = Fairness::RoundRobin;
 pub const RATE_LIMIT_STORE: RateLimitStore = RateLimitStore::Local;
 /// `spec.rateLimits.onStoreError`: admit when the shared store is down (and report it).
 pub const STORE_FAILURE: StoreFailure = StoreFailure::FailOpen;
+/// `spec.rateLimits.storeTimeout`: a loopback or same-zone Redis answers in well under a
+/// millisecond, so 50 ms means it is in trouble; this also bounds what a stalled store adds to
+/// a request's latency.
+pub const RATE_LIMIT_STORE_TIMEOUT: Duration = Duration::from_millis(50);
+/// `spec.rateLimits.defaultMaxTokens`: completion tokens reserved for a request that names no
+/// maximum (a typical chat answer; the reservation is settled with the real usage).
+pub const RATE_LIMIT_MAX_TOKENS: u64 = 256;
 
 /// `spec.rewrites[].targets[].weight`.
 pub const REWRITE_WEIGHT: u32 = 1;
@@ -110,4 +117,10 @@ pub mod limits {
     pub const CLAIM_VALUES: usize = 128;
     /// `requiredClaims[].values[]`: at most this many characters.
     pub const CLAIM_VALUE_LEN: usize = 1024;
+    /// `spec.rateLimits…tokensPerMinute`: at most this many, so that a bucket's arithmetic
+    /// (tokens × 60,000 ms, twice over for debt) stays exact in the 53-bit integers of the
+    /// shared store's Lua script.
+    pub const TOKENS_PER_MINUTE: u64 = 10_000_000_000;
+    /// `spec.rateLimits.storeTimeout`: at most this long.
+    pub const STORE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::duration::GatewayDuration;
 use super::resolve::{
     DefaultBackend, Identity, PickerSource, Pool, ResolvedDiscovery, ResolvedFlowControl,
-    ResolvedGateway, Setting, TlsMode,
+    ResolvedGateway, SessionKey, Setting, TlsMode,
 };
 use super::traffic::{RateLimit, RateLimitStore, StoreFailure};
 use super::types::KIND;
@@ -214,6 +214,9 @@ impl ResolvedGateway {
             PickerSource::File(path) => {
                 row(f, "picker", format!("EndpointPickerConfig file {path}"))?;
             }
+            PickerSource::Named(name) => {
+                row(f, "picker", format!("policy {name}"))?;
+            }
         }
         row(f, "modelSelector", &p.selector)?;
         match self.discovery {
@@ -262,7 +265,8 @@ impl ResolvedGateway {
                 let on_error = match r.store.value {
                     RateLimitStore::Local => String::new(),
                     RateLimitStore::Redis { .. } => format!(
-                        "; store down: {}{}",
+                        "; timeout {}; store down: {}{}",
+                        dur(r.store_timeout),
                         match r.on_store_error.value {
                             StoreFailure::FailOpen => "fail open",
                             StoreFailure::FailClosed => "fail closed",
@@ -281,6 +285,18 @@ impl ResolvedGateway {
                 for (tenant, l) in &r.tenants {
                     row(f, &format!("  {tenant}"), limit(l))?;
                 }
+                let counts_tokens = r
+                    .default
+                    .iter()
+                    .chain(r.tenants.values())
+                    .any(|l| l.tokens_per_minute.is_some());
+                if counts_tokens {
+                    row(
+                        f,
+                        "  no max_tokens",
+                        format!("reserve {} completion tokens", r.default_max_tokens),
+                    )?;
+                }
             }
         }
         if self.rewrites.is_empty() {
@@ -292,10 +308,24 @@ impl ResolvedGateway {
                 .iter()
                 .map(|(m, w)| format!("{m} weight {w}"))
                 .collect();
+            let name = r
+                .name
+                .as_deref()
+                .map(|n| format!("{n}: "))
+                .unwrap_or_default();
+            let sticky = match &r.stickiness {
+                None => String::new(),
+                Some(SessionKey::Header(h)) => format!("; sessions stick by header {h}"),
+                Some(SessionKey::Field(b)) => format!("; sessions stick by body field {b}"),
+            };
             row(
                 f,
                 "rewrite",
-                format!("{} → {}", r.models.join(", "), targets.join(", ")),
+                format!(
+                    "{name}{} → {}{sticky}",
+                    r.models.join(", "),
+                    targets.join(", ")
+                ),
             )?;
         }
         Ok(())

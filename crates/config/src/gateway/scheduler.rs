@@ -38,6 +38,12 @@ pub struct SchedulerSpec {
     /// An `EndpointPickerConfig` file (standalone counterpart of `configMapRef`).
     #[serde(default)]
     pub picker_config_file: Option<String>,
+    /// A named picker policy (an infergate addition): `infergate`, `gie-default`,
+    /// `round-robin`, `random`, `least-request`, `sglang-cache-aware` or `dynamo-kv`, as
+    /// `infergate bench` compares them. Exclusive with `weights`, `configMapRef` and
+    /// `pickerConfigFile`; the name is checked where policies are built.
+    #[serde(default)]
+    pub policy: Option<String>,
     /// LoRA adapters served behind this model (at most 50); naming one routes here.
     #[serde(default)]
     pub lora_adapters: Vec<String>,

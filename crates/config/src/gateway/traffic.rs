@@ -22,6 +22,31 @@ pub enum Band {
 impl Band {
     /// All bands, strictest first.
     pub const ALL: [Band; 3] = [Band::Critical, Band::Standard, Band::Sheddable];
+
+    /// The band of an upstream priority (InferenceObjective `priority`): above zero is
+    /// Critical, zero Standard, below zero Sheddable (upstream sheds negative priorities first).
+    pub fn from_priority(priority: i64) -> Band {
+        match priority {
+            p if p > 0 => Band::Critical,
+            0 => Band::Standard,
+            _ => Band::Sheddable,
+        }
+    }
+
+    /// A criticality as a header or a JWT claim carries it: a band name (any case) or an
+    /// upstream priority integer. `None` for anything else, so the caller applies its default.
+    pub fn from_criticality(value: &str) -> Option<Band> {
+        let v = value.trim();
+        if v.eq_ignore_ascii_case("critical") {
+            Some(Band::Critical)
+        } else if v.eq_ignore_ascii_case("standard") {
+            Some(Band::Standard)
+        } else if v.eq_ignore_ascii_case("sheddable") {
+            Some(Band::Sheddable)
+        } else {
+            v.parse::<i64>().ok().map(Band::from_priority)
+        }
+    }
 }
 
 impl fmt::Display for Band {
@@ -153,6 +178,13 @@ pub struct RateLimits {
     /// What to do when the shared store cannot be reached (default fail open).
     #[serde(default)]
     pub on_store_error: Option<StoreFailure>,
+    /// How long one call to the shared store may take before it counts as failed.
+    #[serde(default)]
+    pub store_timeout: Option<GatewayDuration>,
+    /// Completion tokens reserved against `tokensPerMinute` for a request that sets neither
+    /// `max_tokens` nor `max_completion_tokens` (settled with the real usage afterwards).
+    #[serde(default)]
+    pub default_max_tokens: Option<u64>,
     /// The limit of every tenant not listed in `tenants`.
     #[serde(default)]
     pub default: Option<RateLimit>,
@@ -203,7 +235,8 @@ impl TenantRateLimit {
 pub enum StoreFailure {
     /// Admit the request (and report the store as down).
     FailOpen,
-    /// Refuse the request with 429.
+    /// Refuse the request with 503: the limit cannot be checked, which is the gateway's
+    /// failure, not the tenant's.
     FailClosed,
 }
 
@@ -249,6 +282,23 @@ pub struct ModelRewrite {
     pub matches: Vec<RewriteMatch>,
     /// Models to send them to, split by weight.
     pub targets: Vec<RewriteTarget>,
+    /// Keeps each session on one target (an infergate extension; default off: every request
+    /// is split on its own).
+    #[serde(default)]
+    pub stickiness: Option<Stickiness>,
+}
+
+/// `spec.rewrites[].stickiness`: where a request's session id is read; exactly one field. A
+/// request without one is split at random like any other.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Stickiness {
+    /// A request header (lowercase), such as `x-session-id`.
+    #[serde(default)]
+    pub header: Option<String>,
+    /// A top-level string field of the request body, such as OpenAI's `user`.
+    #[serde(default)]
+    pub field: Option<String>,
 }
 
 /// `matches[]`.
@@ -291,6 +341,19 @@ pub struct RewriteTarget {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn criticality_is_a_band_name_or_an_upstream_priority() {
+        assert_eq!(Band::from_criticality("Critical"), Some(Band::Critical));
+        assert_eq!(Band::from_criticality(" sheddable "), Some(Band::Sheddable));
+        assert_eq!(Band::from_criticality("STANDARD"), Some(Band::Standard));
+        assert_eq!(Band::from_criticality("5"), Some(Band::Critical));
+        assert_eq!(Band::from_criticality("0"), Some(Band::Standard));
+        assert_eq!(Band::from_criticality("-1"), Some(Band::Sheddable));
+        for other in ["", "urgent", "1.5", "critical!"] {
+            assert_eq!(Band::from_criticality(other), None, "{other:?}");
+        }
+    }
 
     #[test]
     fn rate_limit_stores_are_local_or_redis_urls() {

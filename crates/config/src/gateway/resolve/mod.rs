@@ -150,6 +150,27 @@ pub struct ResolvedRewrite {
     pub models: Vec<String>,
     /// Target models with their weights.
     pub targets: Vec<(String, Setting<u32>)>,
+    /// Where a session id is read, when sessions stick to one target.
+    pub stickiness: Option<SessionKey>,
+}
+
+/// Where a request's session id is read (`spec.rewrites[].stickiness`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionKey {
+    /// A request header (lowercase).
+    Header(String),
+    /// A top-level string field of the request body.
+    Field(String),
+}
+
+impl SessionKey {
+    fn from_spec(s: &crate::gateway::traffic::Stickiness) -> Option<SessionKey> {
+        match (&s.header, &s.field) {
+            (Some(h), _) => Some(SessionKey::Header(h.clone())),
+            (None, Some(f)) => Some(SessionKey::Field(f.clone())),
+            (None, None) => None,
+        }
+    }
 }
 
 /// Where body-based routing sends a model name.
@@ -416,6 +437,7 @@ fn resolve_rewrites(
             name: rule.name.clone(),
             models: rule.matches.iter().map(|m| m.model.value.clone()).collect(),
             targets,
+            stickiness: rule.stickiness.as_ref().and_then(SessionKey::from_spec),
         });
     }
     Ok(out)

@@ -54,6 +54,8 @@ pub enum PickerSource {
     },
     /// `pickerConfigFile`: an `EndpointPickerConfig` file, path as written.
     File(String),
+    /// `policy`: a picker policy by name, as written.
+    Named(String),
 }
 
 /// Scorer weights with each default applied and marked.
@@ -145,6 +147,8 @@ impl Pool {
             }
         } else if let Some(path) = &s.picker_config_file {
             PickerSource::File(path.clone())
+        } else if let Some(name) = &s.policy {
+            PickerSource::Named(name.clone())
         } else {
             PickerSource::Weights(EffectiveWeights::from_weights(s.weights.as_ref()))
         };

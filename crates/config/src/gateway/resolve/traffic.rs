@@ -165,6 +165,10 @@ pub struct ResolvedRateLimits {
     pub store: Setting<RateLimitStore>,
     /// What a shared store's outage does.
     pub on_store_error: Setting<StoreFailure>,
+    /// How long one call to the shared store may take.
+    pub store_timeout: Setting<Duration>,
+    /// Completion tokens reserved for a request that names no maximum.
+    pub default_max_tokens: Setting<u64>,
     /// The limit of a tenant not listed.
     pub default: Option<RateLimit>,
     /// Named tenants' limits.
@@ -181,6 +185,11 @@ impl ResolvedRateLimits {
                 defaults::RATE_LIMIT_STORE,
             ),
             on_store_error: Setting::or(r.on_store_error, defaults::STORE_FAILURE),
+            store_timeout: Setting::or(
+                r.store_timeout.map(|t| t.get()),
+                defaults::RATE_LIMIT_STORE_TIMEOUT,
+            ),
+            default_max_tokens: Setting::or(r.default_max_tokens, defaults::RATE_LIMIT_MAX_TOKENS),
             default: r.default,
             tenants: r
                 .tenants

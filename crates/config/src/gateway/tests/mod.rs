@@ -2,6 +2,7 @@
 //! the field path it names, routing, and what resolution shows.
 
 mod examples;
+mod rewrites;
 mod routing;
 mod rules;
 mod standalone;
@@ -142,6 +143,7 @@ fn rewrite(model: &str, targets: &[(&str, Option<u32>)]) -> ModelRewrite {
                 weight: *w,
             })
             .collect(),
+        stickiness: None,
     }
 }
 

@@ -276,3 +276,14 @@ fn deployment_knobs_are_reported_not_ignored() {
     );
     assert!(report.contains("spec.podDefaults: resources"), "{report}");
 }
+
+#[test]
+fn a_named_policy_is_kept_as_written_and_shown() {
+    let mut c = base();
+    sch(&mut c, 0).weights = None;
+    sch(&mut c, 0).policy = Some("least-request".into());
+    let gw = resolve(&c).unwrap();
+    let pool = gw.pool(&c.spec.schedulers[0].name).unwrap();
+    assert_eq!(pool.picker, PickerSource::Named("least-request".into()));
+    assert!(gw.to_string().contains("policy least-request"), "{gw}");
+}

@@ -97,6 +97,28 @@ fn every_rule_names_the_field_it_refuses() {
             }),
         ),
         (
+            "spec.schedulers[0].policy",
+            Box::new(|c| {
+                sch(c, 0).weights = Some(Weights::default());
+                sch(c, 0).policy = Some("infergate".into());
+            }),
+        ),
+        (
+            "spec.schedulers[0].policy",
+            Box::new(|c| {
+                sch(c, 0).weights = None;
+                sch(c, 0).picker_config_file = Some("epp.yaml".into());
+                sch(c, 0).policy = Some("infergate".into());
+            }),
+        ),
+        (
+            "spec.schedulers[0].policy",
+            Box::new(|c| {
+                sch(c, 0).weights = None;
+                sch(c, 0).policy = Some(String::new());
+            }),
+        ),
+        (
             "spec.schedulers[0].configMapRef",
             // A ConfigMap cannot be read with static discovery.
             Box::new(|c| {
@@ -411,6 +433,61 @@ fn every_rule_names_the_field_it_refuses() {
                 };
                 c.spec.rate_limits = Some(RateLimits {
                     tenants: vec![t.clone(), t],
+                    ..RateLimits::default()
+                })
+            }),
+        ),
+        (
+            "spec.rateLimits.storeTimeout",
+            // The local store is never waited for.
+            Box::new(|c| {
+                c.spec.rate_limits = Some(RateLimits {
+                    store_timeout: Some(GatewayDuration::parse("100ms").unwrap()),
+                    default: Some(RateLimit {
+                        requests_per_second: Some(10),
+                        tokens_per_minute: None,
+                    }),
+                    ..RateLimits::default()
+                })
+            }),
+        ),
+        (
+            "spec.rateLimits.storeTimeout",
+            Box::new(|c| {
+                c.spec.rate_limits = Some(RateLimits {
+                    store: Some("redis://r".into()),
+                    store_timeout: Some(GatewayDuration::parse("0s").unwrap()),
+                    default: Some(RateLimit {
+                        requests_per_second: Some(10),
+                        tokens_per_minute: None,
+                    }),
+                    ..RateLimits::default()
+                })
+            }),
+        ),
+        (
+            "spec.rateLimits.defaultMaxTokens",
+            // No limit counts tokens, so nothing would read it.
+            Box::new(|c| {
+                c.spec.rate_limits = Some(RateLimits {
+                    default_max_tokens: Some(100),
+                    default: Some(RateLimit {
+                        requests_per_second: Some(10),
+                        tokens_per_minute: None,
+                    }),
+                    ..RateLimits::default()
+                })
+            }),
+        ),
+        (
+            "spec.rateLimits.tenants[0].tokensPerMinute",
+            Box::new(|c| {
+                c.spec.rate_limits = Some(RateLimits {
+                    tenants: vec![TenantRateLimit {
+                        tenant: "team-a".into(),
+                        requests_per_second: None,
+                        tokens_per_minute: Some(10_000_000_001),
+                    }],
                     ..RateLimits::default()
                 })
             }),

@@ -88,6 +88,17 @@ fn the_standalone_extensions_load_from_yaml() {
         "{report}"
     );
     assert!(report.contains("store down: fail closed"), "{report}");
+    assert_eq!(
+        (rl.store_timeout, rl.default_max_tokens),
+        (
+            Setting::default_value(std::time::Duration::from_millis(50)),
+            Setting::default_value(256)
+        )
+    );
+    assert!(
+        report.contains("timeout 50ms (default)") && report.contains("reserve 256 (default)"),
+        "{report}"
+    );
     // `discovery` also reads in its map form.
     let k8s = REFERENCE_EXAMPLE.replace(
         "  tls: {}",

@@ -126,6 +126,25 @@ fn check_picker_source(s: &SchedulerSpec, statik: bool, at: &dyn Fn(&str) -> Str
             ));
         }
     }
+    if let Some(other) = [
+        s.weights.is_some().then_some("weights"),
+        s.config_map_ref.is_some().then_some("configMapRef"),
+        s.picker_config_file.is_some().then_some("pickerConfigFile"),
+    ]
+    .into_iter()
+    .flatten()
+    .next()
+    {
+        if s.policy.is_some() {
+            return Err(invalid(
+                at("policy"),
+                format!("{other} and policy are mutually exclusive"),
+            ));
+        }
+    }
+    if s.policy.as_deref() == Some("") {
+        return Err(invalid(at("policy"), "must name a policy"));
+    }
     if let Some(w) = &s.weights {
         let kind = s.scheduler.unwrap_or(crate::gateway::defaults::SCHEDULER);
         if w.lru.is_some_and(|l| l > 0) && kind != SchedulerKind::LlmD {

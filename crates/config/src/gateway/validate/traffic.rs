@@ -7,7 +7,7 @@ use crate::gateway::defaults::limits;
 use crate::gateway::error::invalid;
 use crate::gateway::lora::check_name;
 use crate::gateway::traffic::{
-    Fairness, FlowControl, IdentitySource, RateLimit, RateLimitStore, RateLimits,
+    Fairness, FlowControl, IdentitySource, RateLimit, RateLimitStore, RateLimits, Stickiness,
 };
 use crate::gateway::types::GatewaySpec;
 
@@ -50,10 +50,7 @@ fn check_source(src: &IdentitySource, auth: bool, at: &str) -> Result {
             }
         }
         (None, Some(header)) => {
-            let token = |c: char| {
-                c.is_ascii_lowercase() || c.is_ascii_digit() || "!#$%&'*+-.^_`|~".contains(c)
-            };
-            if header.is_empty() || !header.chars().all(token) {
+            if !is_lowercase_header(header) {
                 Err(invalid(
                     format!("{at}.header"),
                     format!("`{header}` is not a lowercase HTTP header name"),
@@ -63,6 +60,13 @@ fn check_source(src: &IdentitySource, auth: bool, at: &str) -> Result {
             }
         }
     }
+}
+
+/// An HTTP header name (RFC 9110 token) in lowercase, as HTTP/2 sends them.
+fn is_lowercase_header(name: &str) -> bool {
+    let token =
+        |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || "!#$%&'*+-.^_`|~".contains(c);
+    !name.is_empty() && name.chars().all(token)
 }
 
 fn check_flow(f: &FlowControl) -> Result {
@@ -151,6 +155,33 @@ fn check_rate_limits(r: &RateLimits) -> Result {
             "only a shared store (redis://…) can be unreachable; the local store cannot fail",
         ));
     }
+    if let Some(t) = r.store_timeout {
+        if store == RateLimitStore::Local {
+            return Err(invalid(
+                at("storeTimeout"),
+                "only a shared store (redis://…) is waited for; the local store answers at once",
+            ));
+        }
+        if t.is_zero() || t.get() > limits::STORE_TIMEOUT {
+            return Err(invalid(
+                at("storeTimeout"),
+                format!(
+                    "must be more than 0s and at most {:?}",
+                    limits::STORE_TIMEOUT
+                ),
+            ));
+        }
+    }
+    if r.default_max_tokens.is_some() {
+        let counts_tokens = r.default.iter().any(|l| l.tokens_per_minute.is_some())
+            || r.tenants.iter().any(|t| t.tokens_per_minute.is_some());
+        if !counts_tokens {
+            return Err(invalid(
+                at("defaultMaxTokens"),
+                "only tokensPerMinute limits reserve completion tokens, and none is set",
+            ));
+        }
+    }
     if r.default.is_none() && r.tenants.is_empty() {
         return Err(invalid(
             "spec.rateLimits",
@@ -194,6 +225,14 @@ fn check_limit(l: &RateLimit, at: &str) -> Result {
         return Err(invalid(
             format!("{at}.tokensPerMinute"),
             "must be at least 1 (leave it out for no limit)",
+        ));
+    }
+    if l.tokens_per_minute
+        .is_some_and(|t| t > limits::TOKENS_PER_MINUTE)
+    {
+        return Err(invalid(
+            format!("{at}.tokensPerMinute"),
+            format!("must be at most {}", limits::TOKENS_PER_MINUTE),
         ));
     }
     Ok(())
@@ -243,6 +282,9 @@ fn check_rewrites(spec: &GatewaySpec) -> Result {
                 ));
             }
         }
+        if let Some(s) = &rule.stickiness {
+            check_stickiness(s, &at("stickiness"))?;
+        }
     }
     for (i, rule) in spec.rewrites.iter().enumerate() {
         for (j, t) in rule.targets.iter().enumerate() {
@@ -261,4 +303,29 @@ fn check_rewrites(spec: &GatewaySpec) -> Result {
         }
     }
     Ok(())
+}
+
+/// A session id comes from one place; the body's `model` cannot be it, since every request a
+/// rule matches names the same few models and would stick to one target.
+fn check_stickiness(s: &Stickiness, at: &str) -> Result {
+    match (&s.header, &s.field) {
+        (Some(_), Some(_)) => Err(invalid(
+            format!("{at}.field"),
+            "give a header or a field, not both",
+        )),
+        (None, None) => Err(invalid(at, "give a header or a field")),
+        (Some(header), None) if !is_lowercase_header(header) => Err(invalid(
+            format!("{at}.header"),
+            format!("`{header}` is not a lowercase HTTP header name"),
+        )),
+        (None, Some(field)) if field.is_empty() => {
+            Err(invalid(format!("{at}.field"), "must not be empty"))
+        }
+        (None, Some(field)) if field == "model" => Err(invalid(
+            format!("{at}.field"),
+            "`model` names the rule's own model, so every request would stick to one target; \
+             name a session or user field",
+        )),
+        _ => Ok(()),
+    }
 }

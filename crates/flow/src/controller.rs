@@ -1,0 +1,403 @@
+//! The flow controller of one pool: admit, queue, dispatch, expire and shed.
+//!
+//! It holds no clock: every call is told the time as a `Duration` since an origin of the caller's
+//! choosing (one origin per controller), so the live gateway and the virtual-time runner drive
+//! the same code. The caller's loop:
+//!
+//! - [`FlowController::enqueue`] each arriving request; [`Admission::DispatchNow`] goes on at
+//!   once, [`Admission::Queued`] waits for a decision;
+//! - [`FlowController::observe`] each new pool state (when metrics land);
+//! - [`FlowController::on_complete`] each dispatched request that finished, however it ended;
+//! - [`FlowController::poll`] after each of those calls and at [`FlowController::next_deadline`],
+//!   and act on every [`Decision`] it returns.
+//!
+//! Invariants (each public method keeps them; the property tests check them):
+//! - strict priority: a request is dispatched only while no request of a higher band waits, and
+//!   never ahead of a queued request of its own band;
+//! - a band dispatches only while the pool, credited with the requests dispatched and completed
+//!   since the last observation, is below the band's [`ceiling`] — or while nothing current is
+//!   known about the pool (no observation, one older than `state_max_age`, or no fresh
+//!   endpoint), when flow control fails open;
+//! - queued requests and bytes never exceed their band's caps nor the global caps;
+//! - no queued request outlives its deadline past the first `poll` at or after it;
+//! - a Sheddable request is refused (429, `rejected-saturated`) exactly when its band cannot
+//!   dispatch because the pool is saturated; Critical is refused only when the queues are full
+//!   even after displacing every lower-band request, or when its TTL runs out.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use infergate_config::gateway::Band;
+
+use crate::config::{band_index, FlowConfig};
+use crate::decision::{Admission, Decision, DropReason, Outcome, Rejection, RequestId};
+use crate::drain::DrainRate;
+use crate::fair::FairQueue;
+use crate::saturation::{ceiling, PoolState};
+
+/// A request asking to be admitted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowRequest {
+    /// The caller's id for it; unique among the requests queued.
+    pub id: RequestId,
+    /// Its priority band.
+    pub band: Band,
+    /// Its tenant; requests naming none share one anonymous tenant.
+    pub tenant: Option<String>,
+    /// Its size, for the byte caps (the request body).
+    pub bytes: u64,
+}
+
+/// A misuse of the controller.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FlowError {
+    /// The id is already queued.
+    #[error("request {0} is already queued")]
+    DuplicateId(RequestId),
+}
+
+/// What is queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct QueueLength {
+    /// Requests.
+    pub requests: usize,
+    /// Their bytes.
+    pub bytes: u64,
+}
+
+#[derive(Debug)]
+struct Entry {
+    band: Band,
+    tenant: Arc<str>,
+    bytes: u64,
+    enqueued_at: Duration,
+    deadline: Duration,
+}
+
+#[derive(Debug, Default)]
+struct BandQueue {
+    fair: FairQueue,
+    /// Queued requests by deadline; with one TTL per band, also by arrival.
+    by_deadline: BTreeSet<(Duration, RequestId)>,
+    len: QueueLength,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Observed {
+    state: PoolState,
+    at: Duration,
+}
+
+/// Flow control of one pool. See the module documentation for the loop that drives it.
+#[derive(Debug)]
+pub struct FlowController {
+    config: FlowConfig,
+    entries: HashMap<RequestId, Entry>,
+    bands: [BandQueue; 3],
+    total: QueueLength,
+    observed: Option<Observed>,
+    /// Requests dispatched minus requests completed since the last observation.
+    credit: i64,
+    drain: DrainRate,
+    /// Decisions made outside `poll` (requests displaced by `enqueue`), handed out by the next.
+    outbox: Vec<Decision>,
+}
+
+impl FlowController {
+    /// A controller with nothing queued and nothing known about the pool.
+    pub fn new(config: FlowConfig) -> Self {
+        Self {
+            config,
+            entries: HashMap::new(),
+            bands: Default::default(),
+            total: QueueLength::default(),
+            observed: None,
+            credit: 0,
+            drain: DrainRate::default(),
+            outbox: Vec::new(),
+        }
+    }
+
+    /// Its settings.
+    pub fn config(&self) -> &FlowConfig {
+        &self.config
+    }
+
+    /// Admits `req` at `now`: dispatch now, queue, or refuse. Queueing may displace lower-band
+    /// requests from a full queue; the next [`Self::poll`] reports them.
+    pub fn enqueue(&mut self, req: FlowRequest, now: Duration) -> Result<Admission, FlowError> {
+        if self.entries.contains_key(&req.id) {
+            return Err(FlowError::DuplicateId(req.id));
+        }
+        let b = band_index(req.band);
+        let nothing_ahead = self.bands[..=b].iter().all(|q| q.len.requests == 0);
+        if !self.config.enabled || (nothing_ahead && self.below_ceiling(req.band, now)) {
+            self.credit += 1;
+            return Ok(Admission::DispatchNow);
+        }
+        if req.band == Band::Sheddable && !self.below_ceiling(req.band, now) {
+            return Ok(Admission::Rejected(self.refusal(
+                DropReason::Saturated,
+                req.band,
+                now,
+            )));
+        }
+        let limits = *self.config.band(req.band);
+        let band_len = self.bands[b].len;
+        let over_band = band_len.requests + 1 > limits.max_queue_requests as usize
+            || band_len.bytes.saturating_add(req.bytes) > limits.max_queue_bytes;
+        if over_band || !self.make_room(req.band, req.bytes, now) {
+            return Ok(Admission::Rejected(self.refusal(
+                DropReason::QueueFull,
+                req.band,
+                now,
+            )));
+        }
+        let deadline = now + limits.queue_ttl;
+        let tenant: Arc<str> = Arc::from(req.tenant.as_deref().unwrap_or(""));
+        let weight = self.config.weight(&tenant);
+        let q = &mut self.bands[b];
+        q.fair.push(&tenant, req.id, weight);
+        q.by_deadline.insert((deadline, req.id));
+        q.len.requests += 1;
+        q.len.bytes += req.bytes;
+        self.total.requests += 1;
+        self.total.bytes += req.bytes;
+        self.entries.insert(
+            req.id,
+            Entry {
+                band: req.band,
+                tenant,
+                bytes: req.bytes,
+                enqueued_at: now,
+                deadline,
+            },
+        );
+        Ok(Admission::Queued { deadline })
+    }
+
+    /// Makes room under the global caps for one more request of `band` with `bytes`, displacing
+    /// the newest requests of the lowest bands below it; whether it fits. Displaces nothing when
+    /// even displacing every lower-band request would not make it fit.
+    fn make_room(&mut self, band: Band, bytes: u64, now: Duration) -> bool {
+        let max_requests = self.config.max_queue_requests as usize;
+        let max_bytes = self.config.max_queue_bytes;
+        let fits = |t: QueueLength| {
+            t.requests < max_requests && t.bytes.saturating_add(bytes) <= max_bytes
+        };
+        if fits(self.total) {
+            return true;
+        }
+        let lower = &self.bands[band_index(band) + 1..];
+        let freeable = QueueLength {
+            requests: lower.iter().map(|q| q.len.requests).sum(),
+            bytes: lower.iter().map(|q| q.len.bytes).sum(),
+        };
+        let after = QueueLength {
+            requests: self.total.requests - freeable.requests,
+            bytes: self.total.bytes - freeable.bytes,
+        };
+        if !fits(after) {
+            return false;
+        }
+        while !fits(self.total) {
+            let victim = self.bands[band_index(band) + 1..]
+                .iter()
+                .rev()
+                .find_map(|q| q.by_deadline.last().map(|&(_, id)| id));
+            let Some(id) = victim else {
+                return false;
+            };
+            if let Some(e) = self.unlink(id, true) {
+                let rejection = self.refusal(DropReason::Displaced, e.band, now);
+                self.outbox.push(Decision {
+                    id,
+                    band: e.band,
+                    waited: now.saturating_sub(e.enqueued_at),
+                    outcome: Outcome::Reject(rejection),
+                });
+            }
+        }
+        true
+    }
+
+    /// Installs what is now known about the pool. Dispatch credit restarts from here, since the
+    /// observation reflects what was dispatched and completed before it.
+    pub fn observe(&mut self, state: PoolState, now: Duration) {
+        self.observed = Some(Observed { state, at: now });
+        self.credit = 0;
+    }
+
+    /// A dispatched request finished (answered, failed or abandoned): its capacity is free.
+    pub fn on_complete(&mut self, now: Duration) {
+        self.credit -= 1;
+        self.drain.record(now);
+    }
+
+    /// Removes a queued request without a decision (its client went away); whether it was
+    /// queued.
+    pub fn cancel(&mut self, id: RequestId) -> bool {
+        self.unlink(id, true).is_some()
+    }
+
+    /// Expires, dispatches and sheds what is due at `now`, returning every decision made since
+    /// the last call.
+    pub fn poll(&mut self, now: Duration) -> Vec<Decision> {
+        let mut out = std::mem::take(&mut self.outbox);
+        for b in 0..self.bands.len() {
+            while let Some(&(deadline, id)) = self.bands[b].by_deadline.first() {
+                if deadline > now {
+                    break;
+                }
+                self.reject(id, DropReason::TtlExpired, now, &mut out);
+            }
+        }
+        for band in Band::ALL {
+            let b = band_index(band);
+            while self.bands[b].len.requests > 0 && self.below_ceiling(band, now) {
+                let Some(id) = self.bands[b].fair.pop() else {
+                    break;
+                };
+                if let Some(e) = self.unlink(id, false) {
+                    self.credit += 1;
+                    out.push(Decision {
+                        id,
+                        band,
+                        waited: now.saturating_sub(e.enqueued_at),
+                        outcome: Outcome::Dispatch,
+                    });
+                }
+            }
+            if self.bands[b].len.requests > 0 {
+                // Strict priority: nothing below a band that still waits goes out.
+                break;
+            }
+        }
+        let shed = band_index(Band::Sheddable);
+        if self.bands[shed].len.requests > 0 && !self.below_ceiling(Band::Sheddable, now) {
+            while let Some(&(_, id)) = self.bands[shed].by_deadline.first() {
+                self.reject(id, DropReason::Saturated, now, &mut out);
+            }
+        }
+        out
+    }
+
+    fn reject(
+        &mut self,
+        id: RequestId,
+        reason: DropReason,
+        now: Duration,
+        out: &mut Vec<Decision>,
+    ) {
+        let Some(e) = self.unlink(id, true) else {
+            return;
+        };
+        let retry_after = (reason.status() == 429).then(|| self.retry_after(e.band, now));
+        out.push(Decision {
+            id,
+            band: e.band,
+            waited: now.saturating_sub(e.enqueued_at),
+            outcome: Outcome::Reject(Rejection {
+                reason,
+                retry_after,
+            }),
+        });
+    }
+
+    /// Removes `id` from every index; `from_fair` when the fair queue still holds it.
+    fn unlink(&mut self, id: RequestId, from_fair: bool) -> Option<Entry> {
+        let e = self.entries.remove(&id)?;
+        let q = &mut self.bands[band_index(e.band)];
+        if from_fair {
+            q.fair.remove(&e.tenant, id);
+        }
+        q.by_deadline.remove(&(e.deadline, id));
+        q.len.requests -= 1;
+        q.len.bytes -= e.bytes;
+        self.total.requests -= 1;
+        self.total.bytes -= e.bytes;
+        Some(e)
+    }
+
+    /// The earliest time at which [`Self::poll`] has something new to decide without any other
+    /// call: a queue TTL running out, or the pool observation going stale (which opens the
+    /// gates); `None` when nothing waits.
+    pub fn next_deadline(&self) -> Option<Duration> {
+        let ttl = self
+            .bands
+            .iter()
+            .filter_map(|q| q.by_deadline.first().map(|&(d, _)| d))
+            .min();
+        let stale = self
+            .observed
+            .filter(|o| o.state.is_known() && !self.entries.is_empty())
+            .map(|o| o.at + self.config.state_max_age);
+        match (ttl, stale) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Whether a request of `band` would be dispatched at `now` if nothing were queued ahead of
+    /// it: flow control is off, nothing current is known about the pool, or the pool with its
+    /// credit is below the band's ceiling.
+    pub fn below_ceiling(&self, band: Band, now: Duration) -> bool {
+        if !self.config.enabled {
+            return true;
+        }
+        match self.current(now) {
+            None => true,
+            Some(state) => state.headroom(ceiling(band)) > self.credit as f64,
+        }
+    }
+
+    /// The last observation, if it is current at `now` and knows something.
+    fn current(&self, now: Duration) -> Option<&PoolState> {
+        self.observed
+            .as_ref()
+            .filter(|o| now.saturating_sub(o.at) < self.config.state_max_age)
+            .map(|o| &o.state)
+            .filter(|s| s.is_known())
+    }
+
+    /// The Retry-After of a 429 to a request of `band`: the requests ahead of it (queued in its
+    /// band and above, and waiting in the model servers) over the pool's drain rate.
+    fn retry_after(&mut self, band: Band, now: Duration) -> Duration {
+        let queued: usize = self.bands[..=band_index(band)]
+            .iter()
+            .map(|q| q.len.requests)
+            .sum();
+        let waiting = self.current(now).map_or(0.0, |s| s.waiting);
+        self.drain.retry_after(queued as f64 + waiting, now)
+    }
+
+    fn refusal(&mut self, reason: DropReason, band: Band, now: Duration) -> Rejection {
+        Rejection {
+            reason,
+            retry_after: Some(self.retry_after(band, now)),
+        }
+    }
+
+    /// What is queued in `band`.
+    pub fn queued(&self, band: Band) -> QueueLength {
+        self.bands[band_index(band)].len
+    }
+
+    /// What is queued over all bands.
+    pub fn total_queued(&self) -> QueueLength {
+        self.total
+    }
+
+    /// How long the oldest request of `band` has waited at `now`; `None` when none waits.
+    pub fn oldest_wait(&self, band: Band, now: Duration) -> Option<Duration> {
+        let (_, id) = self.bands[band_index(band)].by_deadline.first()?;
+        let e = self.entries.get(id)?;
+        Some(now.saturating_sub(e.enqueued_at))
+    }
+
+    /// Completions per second as of `now`.
+    pub fn drain_rate(&mut self, now: Duration) -> f64 {
+        self.drain.per_sec(now)
+    }
+}

@@ -1,0 +1,234 @@
+//! The pool saturation detector and the band ceilings it is read against.
+//!
+//! An endpoint's saturation is upstream's (`spec.flowControl.saturation`):
+//! `max(waiting / queueDepthThreshold, kv / kvCacheThreshold)`, so 1 means "at a threshold".
+//! The pool's saturation is the mean over endpoints with fresh metrics, as upstream's detector
+//! computes it. Endpoints whose metrics are older than the staleness threshold, or that report
+//! neither signal, are left out; with none left the detector knows nothing ([`PoolState::is_known`]
+//! is false) and flow control fails open, as the picker does when every pod is stale.
+//!
+//! The detector runs when metrics land (the control plane), never per request: a request reads
+//! one small [`PoolState`] whatever the fleet's size.
+
+use std::time::Duration;
+
+use infergate_config::gateway::{Band, ResolvedSaturation};
+
+/// Mean pool saturation up to which a band may dispatch.
+///
+/// Sheddable and Standard stop at 1 (upstream sheds sheddable requests at pool saturation ≥ 1;
+/// Standard waits in the gateway's queue instead). Critical may push the pool to twice the
+/// thresholds before it waits too: the headroom between the two is what lets a Critical request
+/// go out at once while Standard traffic holds the pool at its ceiling, and the bound above it
+/// keeps a Critical flood from growing the model servers' own queues without limit.
+///
+/// Invariant: the ceilings never increase from Critical to Sheddable, so a band that cannot
+/// dispatch implies that no lower band can either.
+pub fn ceiling(band: Band) -> f64 {
+    match band {
+        Band::Critical => 2.0,
+        Band::Standard => 1.0,
+        Band::Sheddable => 1.0,
+    }
+}
+
+/// One endpoint's load as the detector reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct EndpointLoad {
+    /// Requests waiting in the model server's queue; include what was dispatched to it since its
+    /// scrape and is still in flight (the picker's queue credit), since the scrape cannot show it.
+    pub waiting: Option<f64>,
+    /// KV-cache use in `0..=1`.
+    pub kv_usage: Option<f64>,
+    /// Age of the metrics.
+    pub age: Duration,
+}
+
+/// The detector's thresholds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Detector {
+    queue_depth: f64,
+    kv_cache: f64,
+    staleness: Duration,
+}
+
+impl Detector {
+    /// A detector with `queue_depth` waiting requests and `kv_cache` use as saturation, ignoring
+    /// metrics older than `staleness`. Non-positive thresholds are raised to the smallest
+    /// positive value, so a score is always finite.
+    pub fn new(queue_depth: f64, kv_cache: f64, staleness: Duration) -> Self {
+        Self {
+            queue_depth: queue_depth.max(f64::MIN_POSITIVE),
+            kv_cache: kv_cache.max(f64::MIN_POSITIVE),
+            staleness,
+        }
+    }
+
+    /// The detector `spec.flowControl.saturation` describes.
+    pub fn from_resolved(s: &ResolvedSaturation) -> Self {
+        Self::new(
+            f64::from(s.queue_depth_threshold.value),
+            s.kv_cache_threshold.value,
+            s.metrics_staleness_threshold.value,
+        )
+    }
+
+    /// Metrics older than this are left out.
+    pub fn staleness(&self) -> Duration {
+        self.staleness
+    }
+
+    /// An endpoint's saturation; `None` when its metrics are stale or carry neither signal.
+    pub fn score(&self, e: &EndpointLoad) -> Option<f64> {
+        if e.age > self.staleness {
+            return None;
+        }
+        let parts = [
+            e.waiting.map(|w| w / self.queue_depth),
+            e.kv_usage.map(|k| k / self.kv_cache),
+        ];
+        parts
+            .into_iter()
+            .flatten()
+            .filter(|s| s.is_finite())
+            .reduce(f64::max)
+    }
+
+    /// The pool's state from every endpoint's load.
+    pub fn observe(&self, endpoints: impl IntoIterator<Item = EndpointLoad>) -> PoolState {
+        let (mut fresh, mut saturated, mut sum) = (0usize, 0usize, 0.0);
+        let (mut min_q, mut max_q, mut waiting) = (f64::INFINITY, 0.0f64, 0.0);
+        for e in endpoints {
+            let Some(score) = self.score(&e) else {
+                continue;
+            };
+            fresh += 1;
+            sum += score;
+            if score >= 1.0 {
+                saturated += 1;
+            }
+            if let Some(q) = e.waiting.filter(|q| q.is_finite()) {
+                min_q = min_q.min(q);
+                max_q = max_q.max(q);
+                waiting += q;
+            }
+        }
+        PoolState {
+            fresh,
+            saturated,
+            saturation: if fresh > 0 { sum / fresh as f64 } else { 0.0 },
+            waiting,
+            queue_spread: if min_q.is_finite() {
+                max_q - min_q
+            } else {
+                0.0
+            },
+            queue_depth: self.queue_depth,
+        }
+    }
+}
+
+/// A pool's load as of one observation.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PoolState {
+    /// Endpoints with fresh metrics.
+    pub fresh: usize,
+    /// Fresh endpoints at or over saturation 1.
+    pub saturated: usize,
+    /// Mean saturation over fresh endpoints (0 when there is none).
+    pub saturation: f64,
+    /// Requests waiting over fresh endpoints.
+    pub waiting: f64,
+    /// Largest minus smallest waiting queue over fresh endpoints.
+    pub queue_spread: f64,
+    /// The queue-depth threshold the saturation was measured against.
+    pub queue_depth: f64,
+}
+
+impl PoolState {
+    /// A pool nothing is known about: flow control fails open.
+    pub fn unknown() -> Self {
+        Self {
+            fresh: 0,
+            saturated: 0,
+            saturation: 0.0,
+            waiting: 0.0,
+            queue_spread: 0.0,
+            queue_depth: 1.0,
+        }
+    }
+
+    /// Whether any endpoint had fresh metrics.
+    pub fn is_known(&self) -> bool {
+        self.fresh > 0
+    }
+
+    /// Requests that may still be sent before the mean saturation reaches `ceiling`, counting
+    /// each request as one more waiting request on some endpoint; negative when the pool is
+    /// already over it (that many completions must come first).
+    pub fn headroom(&self, ceiling: f64) -> f64 {
+        self.fresh as f64 * self.queue_depth * (ceiling - self.saturation)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn load(waiting: f64, kv: f64) -> EndpointLoad {
+        EndpointLoad {
+            waiting: Some(waiting),
+            kv_usage: Some(kv),
+            age: 10 * MS,
+        }
+    }
+
+    fn detector() -> Detector {
+        Detector::new(5.0, 0.8, 200 * MS)
+    }
+
+    #[test]
+    fn an_endpoint_is_as_saturated_as_its_worse_signal() {
+        let d = detector();
+        assert_eq!(d.score(&load(10.0, 0.4)), Some(2.0));
+        assert_eq!(d.score(&load(1.0, 0.8)), Some(1.0));
+        let kv_only = EndpointLoad {
+            waiting: None,
+            kv_usage: Some(0.4),
+            age: MS,
+        };
+        assert_eq!(d.score(&kv_only), Some(0.5));
+        assert_eq!(d.score(&EndpointLoad::default()), None);
+        let stale = EndpointLoad {
+            age: 201 * MS,
+            ..load(0.0, 0.0)
+        };
+        assert_eq!(d.score(&stale), None);
+    }
+
+    #[test]
+    fn the_pool_is_the_mean_over_fresh_endpoints() {
+        let d = detector();
+        let stale = EndpointLoad {
+            age: Duration::from_secs(1),
+            ..load(50.0, 1.0)
+        };
+        let s = d.observe([load(10.0, 0.1), load(0.0, 0.4), stale]);
+        assert_eq!((s.fresh, s.saturated), (2, 1));
+        assert!((s.saturation - 1.25).abs() < 1e-12);
+        assert_eq!((s.waiting, s.queue_spread), (10.0, 10.0));
+        // Two endpoints × 5 requests × (1 − 1.25) over the Standard ceiling.
+        assert!((s.headroom(ceiling(Band::Standard)) + 2.5).abs() < 1e-9);
+        assert!((s.headroom(ceiling(Band::Critical)) - 7.5).abs() < 1e-9);
+        assert!(!d.observe([stale]).is_known());
+    }
+
+    #[test]
+    fn ceilings_never_rise_towards_the_sheddable_band() {
+        for pair in Band::ALL.windows(2) {
+            assert!(ceiling(pair[0]) >= ceiling(pair[1]), "{pair:?}");
+        }
+    }
+}

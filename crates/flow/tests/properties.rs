@@ -1,0 +1,410 @@
+//! The controller's invariants under random traffic, checked after every call: no priority
+//! inversion, no starvation within a band, caps hold, FCFS within a tenant, TTLs honoured, one
+//! outcome per request, and refusals only for the reasons the bands allow.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::Duration;
+
+use common::{ms, pool_at};
+use infergate_config::gateway::{Band, Fairness};
+use infergate_flow::{
+    band_index, Admission, BandLimits, Decision, DropReason, FlowConfig, FlowController,
+    FlowRequest, Outcome,
+};
+use proptest::prelude::*;
+
+const TENANTS: u64 = 4;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Enqueue {
+        band: usize,
+        tenant: u64,
+        bytes: u64,
+    },
+    /// Several small requests of one tenant at once, so that tenants build backlogs.
+    Burst {
+        band: usize,
+        tenant: u64,
+        n: u64,
+    },
+    Observe {
+        tenths: u32,
+    },
+    Complete,
+    Advance {
+        ms: u64,
+    },
+    Cancel {
+        pick: usize,
+    },
+    Poll,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (0..3usize, 0..TENANTS, 0..60u64)
+            .prop_map(|(band, tenant, bytes)| Op::Enqueue { band, tenant, bytes }),
+        2 => (0..3usize, 0..TENANTS, 1..6u64)
+            .prop_map(|(band, tenant, n)| Op::Burst { band, tenant, n }),
+        2 => (0..30u32).prop_map(|tenths| Op::Observe { tenths }),
+        3 => Just(Op::Complete),
+        2 => (1..400u64).prop_map(|ms| Op::Advance { ms }),
+        1 => any::<usize>().prop_map(|pick| Op::Cancel { pick }),
+        2 => Just(Op::Poll),
+    ]
+}
+
+fn config() -> impl Strategy<Value = FlowConfig> {
+    let band = (1..20u32, 20..400u64, 100..1_000u64).prop_map(|(r, b, t)| BandLimits {
+        max_queue_requests: r,
+        max_queue_bytes: b,
+        queue_ttl: ms(t),
+    });
+    (
+        [band.clone(), band.clone(), band],
+        4..40u32,
+        50..800u64,
+        any::<bool>(),
+        proptest::collection::vec(1..5u32, TENANTS as usize),
+    )
+        .prop_map(|(bands, max_r, max_b, weighted, weights)| FlowConfig {
+            enabled: true,
+            bands,
+            max_queue_requests: max_r,
+            max_queue_bytes: max_b,
+            fairness: if weighted {
+                Fairness::WeightedFair
+            } else {
+                Fairness::RoundRobin
+            },
+            tenant_weights: if weighted {
+                weights
+                    .iter()
+                    .enumerate()
+                    .map(|(t, &w)| (t.to_string(), w))
+                    .collect()
+            } else {
+                BTreeMap::new()
+            },
+            state_max_age: Duration::from_secs(1),
+        })
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Queued {
+    band: usize,
+    tenant: u64,
+    bytes: u64,
+    enqueued_at: Duration,
+    deadline: Duration,
+}
+
+/// What the test knows independently of the controller.
+struct Model {
+    config: FlowConfig,
+    queued: HashMap<u64, Queued>,
+    /// Per band and tenant, queued ids in arrival order.
+    fifo: [BTreeMap<u64, VecDeque<u64>>; 3],
+    /// Per band and tenant, dispatches of other tenants since this one was last served.
+    passed_over: [BTreeMap<u64, u64>; 3],
+    in_flight: u64,
+    decided: HashMap<u64, &'static str>,
+    /// The last observed saturation and when, and dispatches minus completions since.
+    observed: Option<(f64, Duration)>,
+    credit: i64,
+}
+
+impl Model {
+    /// Counts a dispatch of `band` at `now`, checking the pool was below the band's ceiling:
+    /// the band's saturation ceiling (Critical 2, the others 1) over one endpoint with a
+    /// queue-depth threshold of 5, unless the observation is missing or a second old.
+    fn dispatch(&mut self, band: Band, now: Duration) {
+        if let Some((saturation, at)) = self.observed.filter(|&(_, at)| now - at < ms(1_000)) {
+            let ceiling = if band == Band::Critical { 2.0 } else { 1.0 };
+            let headroom = 5.0 * (ceiling - saturation);
+            assert!(
+                headroom > self.credit as f64,
+                "{band} dispatched at saturation {saturation} with credit {} (since {at:?})",
+                self.credit
+            );
+        }
+        self.credit += 1;
+        self.in_flight += 1;
+    }
+
+    fn weight(&self, tenant: u64) -> u64 {
+        u64::from(self.config.weight(&tenant.to_string()))
+    }
+
+    /// The most dispatches of other tenants a backlogged tenant may see before its turn.
+    fn starvation_bound(&self, tenant: u64) -> u64 {
+        let others = (0..TENANTS).filter(|&j| j != tenant);
+        match self.config.fairness {
+            Fairness::RoundRobin => TENANTS - 1,
+            Fairness::WeightedFair => others
+                .map(|j| self.weight(j).div_ceil(self.weight(tenant)) + 1)
+                .sum(),
+        }
+    }
+
+    fn remove(&mut self, id: u64) -> Queued {
+        let q = self
+            .queued
+            .remove(&id)
+            .expect("a decision for a request not queued");
+        let fifo = self.fifo[q.band].get_mut(&q.tenant).unwrap();
+        fifo.retain(|&x| x != id);
+        if fifo.is_empty() {
+            self.fifo[q.band].remove(&q.tenant);
+            self.passed_over[q.band].remove(&q.tenant);
+        }
+        q
+    }
+
+    fn apply(&mut self, d: &Decision, now: Duration) {
+        let head = self.queued.get(&d.id).map(|q| (q.band, q.tenant));
+        let (band, tenant) = head.expect("a decision for a request not queued");
+        assert_eq!(band_index(d.band), band);
+        let first = self.fifo[band][&tenant].front().copied();
+        let q = self.remove(d.id);
+        if matches!(d.outcome, Outcome::Reject(r) if r.reason == DropReason::Displaced) {
+            // Displaced when a later request arrived, reported at the next poll.
+            assert!(d.waited <= now - q.enqueued_at);
+        } else {
+            assert_eq!(d.waited, now - q.enqueued_at);
+        }
+        match d.outcome {
+            Outcome::Dispatch => {
+                assert_eq!(first, Some(d.id), "FCFS within tenant {tenant}");
+                assert!(now < q.deadline, "dispatched after its TTL");
+                self.dispatch(d.band, now);
+                self.passed_over[band].remove(&tenant);
+                let bound: Vec<_> = self.passed_over[band].keys().copied().collect();
+                for t in bound {
+                    let limit = self.starvation_bound(t);
+                    let n = self.passed_over[band].get_mut(&t).unwrap();
+                    *n += 1;
+                    assert!(
+                        *n <= limit,
+                        "tenant {t} passed over {n} times (bound {limit})"
+                    );
+                }
+                if self.fifo[band].contains_key(&tenant) {
+                    self.passed_over[band].insert(tenant, 0);
+                }
+            }
+            Outcome::Reject(r) => match r.reason {
+                DropReason::TtlExpired => assert!(now >= q.deadline),
+                DropReason::Saturated => assert_eq!(d.band, Band::Sheddable),
+                DropReason::Displaced => assert_ne!(d.band, Band::Critical),
+                DropReason::QueueFull => panic!("a queued request cannot find its queue full"),
+            },
+        }
+        let what = if d.outcome == Outcome::Dispatch {
+            "dispatched"
+        } else {
+            "rejected"
+        };
+        assert!(
+            self.decided.insert(d.id, what).is_none(),
+            "two decisions for {}",
+            d.id
+        );
+    }
+}
+
+fn check_caps(f: &FlowController, c: &FlowConfig) {
+    let mut total = (0, 0);
+    for band in Band::ALL {
+        let q = f.queued(band);
+        let l = c.band(band);
+        assert!(
+            q.requests <= l.max_queue_requests as usize,
+            "{band} requests"
+        );
+        assert!(q.bytes <= l.max_queue_bytes, "{band} bytes");
+        total = (total.0 + q.requests, total.1 + q.bytes);
+    }
+    assert!(total.0 <= c.max_queue_requests as usize);
+    assert!(total.1 <= c.max_queue_bytes);
+    assert_eq!((f.total_queued().requests, f.total_queued().bytes), total);
+}
+
+fn poll(f: &mut FlowController, m: &mut Model, now: Duration) {
+    let decisions = f.poll(now);
+    for d in &decisions {
+        m.apply(d, now);
+    }
+    // Strict priority: the highest band still waiting was waiting all through this poll, so
+    // nothing below it may have gone out, and it must not be dispatchable.
+    if let Some(h) = Band::ALL.into_iter().find(|&b| f.queued(b).requests > 0) {
+        for d in decisions.iter().filter(|d| d.outcome == Outcome::Dispatch) {
+            assert!(d.band <= h, "{} dispatched while {h} waits", d.band);
+        }
+        assert!(!f.below_ceiling(h, now), "{h} waits although dispatchable");
+    }
+    for q in m.queued.values() {
+        assert!(q.deadline > now, "a request outlived its TTL");
+    }
+    assert_eq!(
+        f.total_queued().requests,
+        m.queued.len(),
+        "a decision went missing"
+    );
+    let bytes: u64 = m.queued.values().map(|q| q.bytes).sum();
+    assert_eq!(f.total_queued().bytes, bytes);
+}
+
+impl Model {
+    /// Offers one request and checks the answer against what was queued before it.
+    fn arrive(
+        &mut self,
+        f: &mut FlowController,
+        id: u64,
+        arrival: (usize, u64, u64),
+        now: Duration,
+    ) {
+        let (band, tenant, bytes) = arrival;
+        let b = Band::ALL[band];
+        let nothing_ahead = Band::ALL[..=band]
+            .iter()
+            .all(|&x| f.queued(x).requests == 0);
+        let below = f.below_ceiling(b, now);
+        let before = f.queued(b);
+        let critical_only = f.queued(Band::Critical);
+        let req = FlowRequest {
+            id,
+            band: b,
+            tenant: Some(tenant.to_string()),
+            bytes,
+        };
+        match f.enqueue(req, now).unwrap() {
+            Admission::DispatchNow => {
+                assert!(nothing_ahead && below, "jumped the queue");
+                self.dispatch(b, now);
+            }
+            Admission::Queued { deadline } => {
+                assert!(!(nothing_ahead && below), "queued although it could go");
+                let q = Queued {
+                    band,
+                    tenant,
+                    bytes,
+                    enqueued_at: now,
+                    deadline,
+                };
+                self.queued.insert(id, q);
+                self.fifo[band].entry(tenant).or_default().push_back(id);
+                self.passed_over[band].entry(tenant).or_insert(0);
+            }
+            Admission::Rejected(r) => {
+                assert!(r.retry_after.is_some(), "a 429 without Retry-After");
+                match r.reason {
+                    DropReason::Saturated => assert!(b == Band::Sheddable && !below),
+                    DropReason::QueueFull => {
+                        let l = self.config.band(b);
+                        let band_full = before.requests + 1 > l.max_queue_requests as usize
+                            || before.bytes + bytes > l.max_queue_bytes;
+                        // Critical displaces every lower band before it is refused.
+                        let c = &self.config;
+                        let global_full = critical_only.requests + 1
+                            > c.max_queue_requests as usize
+                            || critical_only.bytes + bytes > c.max_queue_bytes;
+                        assert!(b != Band::Critical || band_full || global_full);
+                    }
+                    other => panic!("refused at once for {other:?}"),
+                }
+            }
+        }
+    }
+}
+
+/// Plays `ops` against a controller, checking every invariant after every call.
+fn play(config: FlowConfig, ops: Vec<Op>) {
+    let mut f = FlowController::new(config.clone());
+    let mut m = Model {
+        config: config.clone(),
+        queued: HashMap::new(),
+        fifo: Default::default(),
+        passed_over: Default::default(),
+        in_flight: 0,
+        decided: HashMap::new(),
+        observed: None,
+        credit: 0,
+    };
+    let mut now = Duration::ZERO;
+    let mut next_id = 0u64;
+    for op in ops {
+        match op {
+            Op::Enqueue {
+                band,
+                tenant,
+                bytes,
+            } => {
+                m.arrive(&mut f, next_id, (band, tenant, bytes), now);
+                next_id += 1;
+            }
+            Op::Burst { band, tenant, n } => {
+                for _ in 0..n {
+                    m.arrive(&mut f, next_id, (band, tenant, 1), now);
+                    next_id += 1;
+                }
+            }
+            Op::Observe { tenths } => {
+                let saturation = f64::from(tenths) / 10.0;
+                f.observe(pool_at(saturation), now);
+                m.observed = Some((saturation, now));
+                m.credit = 0;
+            }
+            Op::Complete => {
+                if m.in_flight > 0 {
+                    m.in_flight -= 1;
+                    m.credit -= 1;
+                    f.on_complete(now);
+                }
+            }
+            Op::Advance { ms: dt } => {
+                // Never sleep past a deadline without polling, as a driver would not.
+                let target = now + ms(dt);
+                while let Some(d) = f.next_deadline().filter(|&d| d <= target) {
+                    now = now.max(d);
+                    poll(&mut f, &mut m, now);
+                }
+                now = target;
+            }
+            Op::Cancel { pick } => {
+                let mut ids: Vec<_> = m.queued.keys().copied().collect();
+                ids.sort_unstable();
+                if !ids.is_empty() {
+                    let id = ids[pick % ids.len()];
+                    // Not queued any more only when it was displaced; the next poll says so.
+                    if f.cancel(id) {
+                        m.remove(id);
+                        m.decided.insert(id, "cancelled");
+                    }
+                }
+            }
+            Op::Poll => poll(&mut f, &mut m, now),
+        }
+        check_caps(&f, &config);
+        // Displaced requests leave at once and are reported by the next poll.
+        assert!(f.total_queued().requests <= m.queued.len());
+    }
+    poll(&mut f, &mut m, now);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    #[test]
+    fn flow_control_keeps_its_invariants(
+        config in config(),
+        ops in proptest::collection::vec(op(), 1..300),
+    ) {
+        play(config, ops);
+    }
+}

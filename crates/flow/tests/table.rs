@@ -1,0 +1,334 @@
+//! The controller's behaviour, one situation per test.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::{config, ms, pool_at, req, roomy};
+use infergate_config::gateway::Band::{Critical, Sheddable, Standard};
+use infergate_flow::{
+    Admission, Decision, DropReason, FlowController, FlowError, Outcome, QueueLength, Rejection,
+};
+
+fn dispatched(decisions: &[Decision]) -> Vec<u64> {
+    decisions
+        .iter()
+        .filter(|d| d.outcome == Outcome::Dispatch)
+        .map(|d| d.id)
+        .collect()
+}
+
+fn rejected(decisions: &[Decision]) -> Vec<(u64, DropReason)> {
+    decisions
+        .iter()
+        .filter_map(|d| match d.outcome {
+            Outcome::Reject(r) => Some((d.id, r.reason)),
+            Outcome::Dispatch => None,
+        })
+        .collect()
+}
+
+fn is_queued(a: Admission) -> bool {
+    matches!(a, Admission::Queued { .. })
+}
+
+#[test]
+fn an_unknown_or_idle_pool_dispatches_every_band_at_once() {
+    let mut f = FlowController::new(roomy());
+    for (id, band) in [(1, Critical), (2, Standard), (3, Sheddable)] {
+        assert_eq!(
+            f.enqueue(req(id, band, "t", 10), ms(0)),
+            Ok(Admission::DispatchNow)
+        );
+    }
+    f.observe(pool_at(0.0), ms(1));
+    // Idle: five requests of Standard headroom on top of the three already sent.
+    for id in 10..15 {
+        assert_eq!(
+            f.enqueue(req(id, Standard, "t", 10), ms(1)),
+            Ok(Admission::DispatchNow)
+        );
+    }
+    assert!(is_queued(
+        f.enqueue(req(15, Standard, "t", 10), ms(1)).unwrap()
+    ));
+}
+
+#[test]
+fn at_the_ceiling_standard_waits_sheddable_is_shed_and_critical_goes() {
+    let mut f = FlowController::new(roomy());
+    f.observe(pool_at(1.0), ms(0));
+    let a = f.enqueue(req(1, Standard, "t", 10), ms(0)).unwrap();
+    assert_eq!(
+        a,
+        Admission::Queued {
+            deadline: ms(10_000)
+        }
+    );
+    let Admission::Rejected(r) = f.enqueue(req(2, Sheddable, "t", 10), ms(0)).unwrap() else {
+        panic!("a sheddable request at saturation must be shed");
+    };
+    assert_eq!((r.status(), r.reason.as_str()), (429, "rejected-saturated"));
+    assert!(r.retry_after.is_some_and(|d| d >= Duration::from_secs(1)));
+    // Critical has headroom up to twice the thresholds: 5 more requests.
+    for id in 3..8 {
+        assert_eq!(
+            f.enqueue(req(id, Critical, "t", 10), ms(0)),
+            Ok(Admission::DispatchNow)
+        );
+    }
+    assert!(is_queued(
+        f.enqueue(req(8, Critical, "t", 10), ms(0)).unwrap()
+    ));
+    assert!(f.poll(ms(0)).is_empty());
+}
+
+#[test]
+fn completions_release_queued_requests_critical_first() {
+    let mut f = FlowController::new(roomy());
+    f.observe(pool_at(2.0), ms(0));
+    for id in 1..=3 {
+        assert!(is_queued(
+            f.enqueue(req(id, Standard, "t", 10), ms(0)).unwrap()
+        ));
+    }
+    assert!(is_queued(
+        f.enqueue(req(9, Critical, "t", 10), ms(1)).unwrap()
+    ));
+    f.on_complete(ms(2));
+    let d = f.poll(ms(2));
+    assert_eq!(dispatched(&d), vec![9]);
+    assert_eq!(d[0].waited, ms(1));
+    // The pool is five requests over the Standard ceiling: five completions only bring it back
+    // to the ceiling, the sixth frees one slot (credit −6 against headroom −5).
+    for _ in 0..4 {
+        f.on_complete(ms(3));
+    }
+    assert!(f.poll(ms(3)).is_empty());
+    f.on_complete(ms(3));
+    f.on_complete(ms(3));
+    assert_eq!(dispatched(&f.poll(ms(3))), vec![1]);
+}
+
+#[test]
+fn a_new_observation_replaces_the_credit() {
+    let mut f = FlowController::new(roomy());
+    f.observe(pool_at(0.8), ms(0));
+    assert_eq!(
+        f.enqueue(req(1, Standard, "t", 1), ms(0)),
+        Ok(Admission::DispatchNow)
+    );
+    assert!(is_queued(
+        f.enqueue(req(2, Standard, "t", 1), ms(0)).unwrap()
+    ));
+    // The next scrape shows the pool emptier than the credit assumed.
+    f.observe(pool_at(0.2), ms(50));
+    assert_eq!(dispatched(&f.poll(ms(50))), vec![2]);
+}
+
+#[test]
+fn queued_requests_expire_with_503_at_their_band_ttl() {
+    let mut cfg = roomy();
+    cfg.bands[0].queue_ttl = ms(500);
+    cfg.bands[1].queue_ttl = ms(200);
+    let mut f = FlowController::new(cfg);
+    f.observe(pool_at(3.0), ms(0));
+    assert!(is_queued(
+        f.enqueue(req(1, Critical, "t", 1), ms(0)).unwrap()
+    ));
+    assert!(is_queued(
+        f.enqueue(req(2, Standard, "t", 1), ms(100)).unwrap()
+    ));
+    // The observation goes stale at 1 s; the Standard TTL comes first.
+    assert_eq!(f.next_deadline(), Some(ms(300)));
+    assert!(f.poll(ms(299)).is_empty());
+    let d = f.poll(ms(300));
+    assert_eq!(rejected(&d), vec![(2, DropReason::TtlExpired)]);
+    let Outcome::Reject(r) = d[0].outcome else {
+        unreachable!()
+    };
+    assert_eq!((r.status(), r.retry_after), (503, None));
+    assert_eq!(d[0].waited, ms(200));
+    assert_eq!(f.next_deadline(), Some(ms(500)));
+    assert_eq!(
+        rejected(&f.poll(ms(700))),
+        vec![(1, DropReason::TtlExpired)]
+    );
+    assert_eq!(f.next_deadline(), None);
+}
+
+#[test]
+fn full_band_queues_refuse_with_429_by_requests_and_by_bytes() {
+    let mut f = FlowController::new(config(2, 100, Duration::from_secs(10)));
+    f.observe(pool_at(2.5), ms(0));
+    assert!(is_queued(
+        f.enqueue(req(1, Standard, "t", 60), ms(0)).unwrap()
+    ));
+    let Admission::Rejected(r) = f.enqueue(req(2, Standard, "t", 41), ms(0)).unwrap() else {
+        panic!("over the byte cap");
+    };
+    assert_eq!((r.status(), r.reason), (429, DropReason::QueueFull));
+    assert!(r.retry_after.is_some());
+    assert!(is_queued(
+        f.enqueue(req(3, Standard, "t", 40), ms(0)).unwrap()
+    ));
+    let full = f.enqueue(req(4, Standard, "t", 0), ms(0)).unwrap();
+    assert!(matches!(
+        full,
+        Admission::Rejected(Rejection {
+            reason: DropReason::QueueFull,
+            ..
+        })
+    ));
+    // Other bands have their own caps.
+    assert!(is_queued(
+        f.enqueue(req(5, Critical, "t", 100), ms(0)).unwrap()
+    ));
+    assert_eq!(
+        f.queued(Standard),
+        QueueLength {
+            requests: 2,
+            bytes: 100
+        }
+    );
+    assert_eq!(
+        f.total_queued(),
+        QueueLength {
+            requests: 3,
+            bytes: 200
+        }
+    );
+}
+
+#[test]
+fn critical_displaces_the_newest_lowest_band_request_from_a_full_queue() {
+    let mut cfg = roomy();
+    cfg.max_queue_requests = 3;
+    let mut f = FlowController::new(cfg);
+    f.observe(pool_at(1.5), ms(0));
+    assert!(is_queued(
+        f.enqueue(req(1, Standard, "a", 1), ms(0)).unwrap()
+    ));
+    assert!(is_queued(
+        f.enqueue(req(2, Standard, "b", 1), ms(1)).unwrap()
+    ));
+    assert!(is_queued(
+        f.enqueue(req(3, Standard, "a", 1), ms(2)).unwrap()
+    ));
+    // Standard cannot displace Standard.
+    let same = f.enqueue(req(4, Standard, "c", 1), ms(3)).unwrap();
+    assert!(matches!(
+        same,
+        Admission::Rejected(Rejection {
+            reason: DropReason::QueueFull,
+            ..
+        })
+    ));
+    f.observe(pool_at(2.5), ms(4));
+    assert!(is_queued(
+        f.enqueue(req(5, Critical, "x", 1), ms(4)).unwrap()
+    ));
+    let d = f.poll(ms(4));
+    assert_eq!(rejected(&d), vec![(3, DropReason::Displaced)]);
+    let Outcome::Reject(r) = d[0].outcome else {
+        unreachable!()
+    };
+    assert_eq!((r.status(), r.reason.as_str()), (429, "rejected-displaced"));
+    assert_eq!(d[0].waited, ms(2));
+    assert_eq!(f.total_queued().requests, 3);
+}
+
+#[test]
+fn a_stale_or_empty_observation_fails_open() {
+    let mut f = FlowController::new(roomy());
+    f.observe(pool_at(3.0), ms(0));
+    assert!(is_queued(
+        f.enqueue(req(1, Standard, "t", 1), ms(0)).unwrap()
+    ));
+    assert_eq!(f.next_deadline(), Some(ms(1_000)));
+    assert!(f.poll(ms(999)).is_empty());
+    assert_eq!(dispatched(&f.poll(ms(1_000))), vec![1]);
+    let mut f = FlowController::new(roomy());
+    let mut nobody = pool_at(3.0);
+    nobody.fresh = 0;
+    f.observe(nobody, ms(0));
+    assert_eq!(
+        f.enqueue(req(1, Sheddable, "t", 1), ms(0)),
+        Ok(Admission::DispatchNow)
+    );
+}
+
+#[test]
+fn queued_sheddable_requests_are_shed_when_the_pool_saturates() {
+    let mut f = FlowController::new(roomy());
+    f.observe(pool_at(2.5), ms(0));
+    assert!(is_queued(
+        f.enqueue(req(1, Critical, "t", 1), ms(0)).unwrap()
+    ));
+    // Below the Sheddable ceiling by the pool's measure, but behind a waiting Critical request.
+    f.observe(pool_at(0.0), ms(10));
+    assert!(is_queued(
+        f.enqueue(req(2, Sheddable, "t", 1), ms(10)).unwrap()
+    ));
+    f.observe(pool_at(1.2), ms(20));
+    let d = f.poll(ms(20));
+    assert_eq!(dispatched(&d), vec![1]);
+    assert_eq!(rejected(&d), vec![(2, DropReason::Saturated)]);
+}
+
+#[test]
+fn disabled_flow_control_admits_everything_at_once() {
+    let mut cfg = roomy();
+    cfg.enabled = false;
+    let mut f = FlowController::new(cfg);
+    f.observe(pool_at(9.0), ms(0));
+    for (id, band) in [(1, Sheddable), (2, Standard), (3, Critical)] {
+        assert_eq!(
+            f.enqueue(req(id, band, "t", 1), ms(0)),
+            Ok(Admission::DispatchNow)
+        );
+    }
+    assert!(f.poll(ms(0)).is_empty());
+}
+
+#[test]
+fn ids_are_unique_and_a_cancelled_request_leaves_without_a_decision() {
+    let mut f = FlowController::new(roomy());
+    f.observe(pool_at(1.0), ms(0));
+    assert!(is_queued(
+        f.enqueue(req(1, Standard, "t", 7), ms(0)).unwrap()
+    ));
+    assert_eq!(
+        f.enqueue(req(1, Critical, "t", 7), ms(0)),
+        Err(FlowError::DuplicateId(1))
+    );
+    assert_eq!(f.oldest_wait(Standard, ms(40)), Some(ms(40)));
+    assert!(f.cancel(1));
+    assert!(!f.cancel(1));
+    assert_eq!(f.total_queued(), QueueLength::default());
+    assert_eq!(f.oldest_wait(Standard, ms(40)), None);
+    f.on_complete(ms(50));
+    assert!(f.poll(ms(50)).is_empty());
+}
+
+#[test]
+fn retry_after_is_the_backlog_over_the_drain_rate() {
+    let mut f = FlowController::new(roomy());
+    // Twenty completions in the first second: 20 per second.
+    for i in 0..20 {
+        f.on_complete(ms(50 * i));
+    }
+    f.observe(pool_at(2.0), ms(1_000));
+    for id in 0..30 {
+        assert!(is_queued(
+            f.enqueue(req(id, Standard, "t", 1), ms(1_000)).unwrap()
+        ));
+    }
+    // 30 queued ahead and 10 waiting in the servers, draining at 20/s: 2 s.
+    let Admission::Rejected(r) = f.enqueue(req(99, Sheddable, "t", 1), ms(1_000)).unwrap() else {
+        panic!("shed");
+    };
+    assert_eq!(r.retry_after, Some(Duration::from_secs(2)));
+}
