@@ -1,15 +1,18 @@
-//! Accounting for one proxied response: the in-flight guard lives exactly as long as the
-//! response body, the first chunk of a stream feeds the picker's latency model and the TTFT
-//! histogram, and `usage` feeds the token counters. Whatever way the body ends — complete,
-//! failed, or dropped by a client that went away — [`Accounting::finish`] runs once.
+//! Accounting for one proxied response: the in-flight guard (and the flow-control permit) lives
+//! exactly as long as the response body, the first chunk of a stream feeds the picker's latency
+//! model and the TTFT histogram, and `usage` feeds the token counters. Whatever way the body
+//! ends — complete, failed, or dropped by a client that went away — [`Accounting::finish`] runs
+//! once.
 
 use std::sync::Arc;
 
 use infergate_picker::{InFlightGuard, TtftTicket};
 use tokio::time::Instant;
 
+use crate::admission::FlowPermit;
 use crate::metrics::{Metrics, ModelLabels};
 use crate::pool::PoolRuntime;
+use crate::ratelimit::LimitTicket;
 use crate::usage::UsageTap;
 
 /// One response's accounting.
@@ -22,6 +25,8 @@ pub struct Accounting {
     dispatched: Instant,
     ticket: TtftTicket,
     guard: Option<InFlightGuard>,
+    permit: Option<FlowPermit>,
+    limit: Option<(LimitTicket, bool)>,
     streaming: bool,
     first_seen: bool,
     usage: UsageTap,
@@ -57,11 +62,25 @@ impl Accounting {
             dispatched,
             ticket,
             guard: Some(guard),
+            permit: None,
+            limit: None,
             streaming,
             first_seen: false,
             usage,
             finished: false,
         }
+    }
+
+    /// Holds the request's flow-control permit until the response ends, so that flow control
+    /// counts the request in flight for exactly as long as the in-flight guard does.
+    pub fn hold(&mut self, permit: FlowPermit) {
+        self.permit = Some(permit);
+    }
+
+    /// Holds the request's rate-limit reservation until the response ends, to settle it with
+    /// the response's `usage`; `failed`: the model server answered with an error status.
+    pub fn hold_limit(&mut self, ticket: LimitTicket, failed: bool) {
+        self.limit = Some((ticket, failed));
     }
 
     /// A chunk passed through to the client.
@@ -90,13 +109,17 @@ impl Accounting {
         }
         self.finished = true;
         self.guard.take();
-        self.pool.completed();
+        self.permit.take();
         self.metrics.in_flight.dec();
         self.metrics
             .e2e
             .get_or_create(&self.model)
             .observe(self.started.elapsed().as_secs_f64());
-        if let Some(u) = self.usage.finish() {
+        let usage = self.usage.finish();
+        if let Some((ticket, failed)) = self.limit.take() {
+            ticket.finish(usage.map(|u| u.prompt_tokens + u.completion_tokens), failed);
+        }
+        if let Some(u) = usage {
             let m = &self.metrics;
             m.prompt_tokens
                 .get_or_create(&self.model)

@@ -131,7 +131,10 @@ fn route(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     match req.uri().path() {
         "/healthz" => text(StatusCode::OK, "ok\n"),
         "/readyz" => {
-            let waiting = unscraped(shared);
+            let mut waiting = unscraped(shared);
+            if !crate::auth::keys_ready(shared) {
+                waiting.push("JWT signing keys (never loaded)".to_owned());
+            }
             if waiting.is_empty() {
                 text(StatusCode::OK, "ready\n")
             } else {

@@ -1,182 +1,389 @@
-//! Admission: shed with 429 + Retry-After when the pool is saturated, before the picker runs.
+//! Admission: the pool's flow controller ([`infergate_flow`]) driven in real time.
 //!
-//! The detector is upstream's (`shared/reference/model-servers.md`, "Saturation"): an endpoint's
-//! saturation is `max(waiting / queueDepthThreshold, kv / kvCacheThreshold)`. The summary is
-//! computed by the control plane each time a round of scrapes lands, never per request, so a
-//! request reads one small value whatever the fleet's size.
+//! A request asks with its band, tenant and size. It goes on at once, waits in its band's queue
+//! (behind higher bands, taking turns with other tenants, first come first served within its
+//! tenant), or is refused: Sheddable at saturation with 429, a full queue with 429, a queue TTL
+//! run out with 503 — each with `x-llm-d-request-dropped-reason`, every 429 with `Retry-After`.
 //!
-//! - Critical requests are never shed here.
-//! - Standard requests are shed when every endpoint with fresh metrics is saturated.
-//! - Sheddable requests (priority < 0) are shed when the pool's mean saturation reaches 1.
+//! The controller is pure and told the time; this module gives it a clock and its events:
+//! - every round of scrapes installs a new pool observation ([`Admission::observe`]);
+//! - every admitted request holds a [`FlowPermit`] for as long as it is in flight; dropping it
+//!   (the response ended, failed, or its client went away) frees its capacity;
+//! - a driver task per pool, started with the first queued request, wakes at the controller's
+//!   next deadline (a TTL, or the observation going stale) and when a newly queued request or an
+//!   observation may have moved that deadline.
 //!
-//! Endpoints with stale metrics are left out (the picker excludes them too); with no fresh
-//! endpoint at all the detector knows nothing and admits. Retry-After is the waiting backlog
-//! divided by the rate at which the pool has been finishing requests.
+//! After each event the controller is polled and its decisions are handed to the waiting
+//! requests. Decisions are made under the pool's flow lock (held for microseconds) and delivered
+//! after it is released, so a permit dropped by a request whose client left never re-enters it.
+//!
+//! Invariant: every request admitted by [`Admission::enqueue`] or by a queued decision owns
+//! exactly one [`FlowPermit`], so the controller hears of every completion exactly once.
 
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
-use infergate_picker::Pool;
+use infergate_config::gateway::{Band, ResolvedGateway};
+use infergate_flow::{
+    Admission as Answer, Decision, Detector, EndpointLoad, FlowConfig, FlowController, FlowRequest,
+    Outcome, PoolState, QueueLength, Rejection, RequestId,
+};
+use infergate_picker::{EndpointId, Pool};
+use tokio::sync::{oneshot, Notify};
 
-/// The detector's thresholds, from `spec.flowControl`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Thresholds {
-    /// Shedding on at all.
-    pub enabled: bool,
-    /// Waiting requests at saturation.
-    pub queue_depth: f64,
-    /// KV-cache use at saturation.
-    pub kv_cache: f64,
-    /// Metrics older than this are left out.
-    pub staleness: Duration,
+use crate::api_error::ApiError;
+use crate::clock::Clock;
+use crate::metrics::{FlowBandLabels, FlowRejectionLabels, Metrics, PoolLabels};
+
+mod permit;
+
+pub use permit::{Admitted, FlowPermit, Waiting};
+
+/// What flow control reads from a request: its identity and its size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ask {
+    /// Its priority band.
+    pub band: Band,
+    /// Its tenant, when it names one.
+    pub tenant: Option<String>,
+    /// Its body's size, for the byte caps.
+    pub bytes: u64,
 }
 
-/// A pool's load as of its last round of scrapes.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct PoolLoad {
-    /// When it was computed; `None` before the first scrape.
-    pub computed_at: Option<Duration>,
-    /// Endpoints with fresh metrics.
-    pub fresh: usize,
-    /// Every fresh endpoint is saturated (and there is one).
-    pub all_saturated: bool,
-    /// Mean saturation over fresh endpoints.
-    pub mean_saturation: f64,
-    /// Largest minus smallest waiting queue over fresh endpoints.
-    pub queue_spread: f64,
-    /// Seconds a shed client should wait.
-    pub retry_after_secs: u64,
+type Verdict = Result<FlowPermit, ApiError>;
+
+#[derive(Debug)]
+struct State {
+    flow: FlowController,
+    waiters: HashMap<RequestId, oneshot::Sender<Verdict>>,
 }
 
-/// Longest Retry-After the gateway suggests.
-const MAX_RETRY_AFTER_SECS: u64 = 60;
+/// Flow control of one pool at run time.
+#[derive(Debug)]
+pub struct Admission {
+    pool: String,
+    clock: Clock,
+    detector: Detector,
+    state: Mutex<State>,
+    next_id: AtomicU64,
+    wake: Arc<Notify>,
+    driver_started: AtomicBool,
+    metrics: OnceLock<Arc<Metrics>>,
+    /// Requests this gateway had in flight to each endpoint when its last scrape landed.
+    in_flight_at_scrape: Mutex<HashMap<EndpointId, u64>>,
+}
 
-/// Computes the summary of `pool` at `now`, given the pool's recent completion rate.
-pub fn summarize(pool: &Pool, t: &Thresholds, now: Duration, drain_per_sec: f64) -> PoolLoad {
-    let (mut fresh, mut saturated, mut sum) = (0usize, 0usize, 0.0);
-    let (mut min_q, mut max_q, mut backlog) = (f64::INFINITY, 0.0f64, 0.0);
-    for spec in pool.specs() {
-        let Some(m) = pool.metrics(spec.id) else {
-            continue;
+fn band_name(band: Band) -> String {
+    band.to_string()
+}
+
+impl Admission {
+    /// Flow control of pool `pool` as `config.flow_control` describes it; `enabled: false`
+    /// admits every request at once whatever the config says (a host that is not scraped).
+    pub fn new(pool: &str, config: &ResolvedGateway, enabled: bool) -> Self {
+        let mut settings = FlowConfig::from_resolved(&config.flow_control);
+        settings.enabled &= enabled;
+        Self {
+            pool: pool.to_owned(),
+            clock: Clock::new(),
+            detector: Detector::from_resolved(&config.flow_control.saturation),
+            state: Mutex::new(State {
+                flow: FlowController::new(settings),
+                waiters: HashMap::new(),
+            }),
+            next_id: AtomicU64::new(0),
+            wake: Arc::new(Notify::new()),
+            driver_started: AtomicBool::new(false),
+            metrics: OnceLock::new(),
+            in_flight_at_scrape: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Whether `other` would control the same way, so a reload can keep this one (with its
+    /// queue, credit and drain rate).
+    pub fn same_settings(&self, other: &Admission) -> bool {
+        self.detector == other.detector && self.lock().flow.config() == other.lock().flow.config()
+    }
+
+    /// Where queue sizes, waits and refusals are counted; the first call wins.
+    pub fn attach_metrics(&self, metrics: &Arc<Metrics>) {
+        if self.metrics.set(Arc::clone(metrics)).is_ok() {
+            let pool = PoolLabels {
+                pool: self.pool.clone(),
+            };
+            let _ = metrics.shed.get_or_create(&pool);
+            let lengths = self.lengths(&self.lock());
+            self.record_lengths(&lengths);
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // The controller's indexes are updated together in each call, and no call panics
+        // half-way by design; a poisoned lock still holds a usable controller.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Admits a request, waiting in the queue if it must.
+    pub async fn admit(self: &Arc<Self>, ask: Ask) -> Result<FlowPermit, ApiError> {
+        match self.enqueue(ask)? {
+            Admitted::Now(permit) => Ok(permit),
+            Admitted::Queued(waiting) => waiting.wait().await,
+        }
+    }
+
+    /// Admits a request without waiting: it goes on now, is queued, or is refused. Must run
+    /// inside a tokio runtime (the first queued request starts the pool's driver task).
+    pub fn enqueue(self: &Arc<Self>, ask: Ask) -> Result<Admitted, ApiError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let band = ask.band;
+        let req = FlowRequest {
+            id,
+            band,
+            tenant: ask.tenant,
+            bytes: ask.bytes,
         };
-        if m.age(now) > t.staleness {
-            continue;
-        }
-        let q = m.waiting.map(|w| w as f64);
-        let parts = [
-            q.map(|q| q / t.queue_depth.max(f64::MIN_POSITIVE)),
-            m.kv_usage.map(|k| k / t.kv_cache.max(f64::MIN_POSITIVE)),
-        ];
-        let Some(score) = parts.into_iter().flatten().reduce(f64::max) else {
-            continue;
-        };
-        fresh += 1;
-        sum += score;
-        if score >= 1.0 {
-            saturated += 1;
-        }
-        if let Some(q) = q {
-            min_q = min_q.min(q);
-            max_q = max_q.max(q);
-            backlog += q;
+        let now = self.clock.now();
+        let mut st = self.lock();
+        // Ids come from a counter that never repeats, so the controller never sees a duplicate.
+        let answer = st.flow.enqueue(req, now).map_err(|e| {
+            ApiError::no_endpoint(&self.pool, format!("flow control refused an id: {e}"))
+        })?;
+        match answer {
+            Answer::DispatchNow => {
+                drop(st);
+                self.observe_wait(band, Duration::ZERO);
+                Ok(Admitted::Now(FlowPermit {
+                    admission: Arc::clone(self),
+                    band,
+                    waited: Duration::ZERO,
+                }))
+            }
+            Answer::Rejected(r) => {
+                drop(st);
+                Err(self.refuse(band, &r))
+            }
+            Answer::Queued { .. } => {
+                let (tx, rx) = oneshot::channel();
+                st.waiters.insert(id, tx);
+                // Queueing may have displaced lower-band requests: tell them now.
+                self.settle(st, now);
+                self.start_driver();
+                self.wake.notify_one();
+                Ok(Admitted::Queued(Waiting {
+                    admission: Arc::clone(self),
+                    id,
+                    rx: Some(rx),
+                }))
+            }
         }
     }
-    let retry_after_secs = if drain_per_sec > 0.0 {
-        ((backlog / drain_per_sec).ceil() as u64).clamp(1, MAX_RETRY_AFTER_SECS)
-    } else {
-        1
-    };
-    PoolLoad {
-        computed_at: Some(now),
-        fresh,
-        all_saturated: fresh > 0 && saturated == fresh,
-        mean_saturation: if fresh > 0 { sum / fresh as f64 } else { 0.0 },
-        queue_spread: if min_q.is_finite() {
-            max_q - min_q
-        } else {
-            0.0
-        },
-        retry_after_secs,
+
+    /// Installs an observation of `pool`, whose endpoints `landed` were just scraped (metrics
+    /// ages measured at `now` on the gateway's clock), and returns it.
+    ///
+    /// Each endpoint's waiting queue is credited with the growth of this gateway's requests in
+    /// flight to it since its scrape landed: load the scrape cannot show yet. Growth, not the
+    /// requests sent since: against a fast server that finishes them as they come, requests
+    /// sent since the scrape are no new load, and counting them would hold traffic back.
+    pub fn observe(
+        self: &Arc<Self>,
+        pool: &Pool,
+        landed: &[EndpointId],
+        now: Duration,
+    ) -> PoolState {
+        let in_flight = |id: EndpointId| pool.counters(id).map_or(0, |c| c.in_flight_requests());
+        let mut at_scrape = self
+            .in_flight_at_scrape
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for &id in landed {
+            at_scrape.insert(id, in_flight(id));
+        }
+        if at_scrape.len() > pool.len() {
+            // Endpoints a reload removed.
+            at_scrape.retain(|id, _| pool.position(*id).is_some());
+        }
+        let loads = pool.specs().iter().filter_map(|s| {
+            let m = pool.metrics(s.id)?;
+            let now_in_flight = in_flight(s.id);
+            let added = now_in_flight
+                .saturating_sub(at_scrape.get(&s.id).copied().unwrap_or(now_in_flight));
+            Some(EndpointLoad {
+                waiting: m.waiting.map(|w| w.saturating_add(added) as f64),
+                kv_usage: m.kv_usage,
+                age: m.age(now),
+            })
+        });
+        let state = self.detector.observe(loads);
+        drop(at_scrape);
+        let mut st = self.lock();
+        let at = self.clock.now();
+        st.flow.observe(state, at);
+        let waiting = st.flow.total_queued().requests > 0;
+        self.settle(st, at);
+        if waiting {
+            // The observation moved the moment it goes stale.
+            self.wake.notify_one();
+        }
+        state
+    }
+
+    /// What is queued in `band`.
+    pub fn queued(&self, band: Band) -> QueueLength {
+        self.lock().flow.queued(band)
+    }
+
+    fn complete(self: &Arc<Self>) {
+        let now = self.clock.now();
+        let mut st = self.lock();
+        st.flow.on_complete(now);
+        if st.flow.total_queued().requests > 0 {
+            self.settle(st, now);
+        }
+    }
+
+    fn cancel(&self, id: RequestId) {
+        let mut st = self.lock();
+        st.waiters.remove(&id);
+        if st.flow.cancel(id) {
+            let lengths = self.lengths(&st);
+            drop(st);
+            self.record_lengths(&lengths);
+        }
+    }
+
+    /// Polls the controller and hands each decision to its request, after the lock is gone.
+    fn settle(self: &Arc<Self>, mut st: MutexGuard<'_, State>, now: Duration) {
+        let decisions = st.flow.poll(now);
+        let delivered: Vec<(Option<oneshot::Sender<Verdict>>, Decision)> = decisions
+            .into_iter()
+            .map(|d| (st.waiters.remove(&d.id), d))
+            .collect();
+        let lengths = self.lengths(&st);
+        drop(st);
+        self.record_lengths(&lengths);
+        for (tx, d) in delivered {
+            let verdict = match d.outcome {
+                Outcome::Dispatch => {
+                    self.observe_wait(d.band, d.waited);
+                    Ok(FlowPermit {
+                        admission: Arc::clone(self),
+                        band: d.band,
+                        waited: d.waited,
+                    })
+                }
+                Outcome::Reject(r) => Err(self.refuse(d.band, &r)),
+            };
+            // A request that went away drops its permit here, which completes it.
+            if let Some(tx) = tx {
+                let _ = tx.send(verdict);
+            }
+        }
+    }
+
+    /// Runs what is due now: TTLs, and a stale observation opening the gates.
+    fn tick(self: &Arc<Self>) {
+        let now = self.clock.now();
+        let st = self.lock();
+        self.settle(st, now);
+    }
+
+    fn start_driver(self: &Arc<Self>) {
+        if !self.driver_started.swap(true, Ordering::AcqRel) {
+            tokio::spawn(drive(Arc::downgrade(self), Arc::clone(&self.wake)));
+        }
+    }
+
+    fn refuse(&self, band: Band, r: &Rejection) -> ApiError {
+        if let Some(m) = self.metrics.get() {
+            m.flow_rejections
+                .get_or_create(&FlowRejectionLabels {
+                    pool: self.pool.clone(),
+                    band: band_name(band),
+                    reason: r.reason.as_str().to_owned(),
+                })
+                .inc();
+            if r.status() == 429 {
+                m.shed
+                    .get_or_create(&PoolLabels {
+                        pool: self.pool.clone(),
+                    })
+                    .inc();
+            }
+        }
+        ApiError::flow_refused(&self.pool, band, r)
+    }
+
+    fn observe_wait(&self, band: Band, waited: Duration) {
+        if let Some(m) = self.metrics.get() {
+            m.flow_queue_wait
+                .get_or_create(&self.band_labels(band))
+                .observe(waited.as_secs_f64());
+        }
+    }
+
+    fn band_labels(&self, band: Band) -> FlowBandLabels {
+        FlowBandLabels {
+            pool: self.pool.clone(),
+            band: band_name(band),
+        }
+    }
+
+    fn lengths(&self, st: &State) -> [QueueLength; 3] {
+        Band::ALL.map(|b| st.flow.queued(b))
+    }
+
+    fn record_lengths(&self, lengths: &[QueueLength; 3]) {
+        let Some(m) = self.metrics.get() else {
+            return;
+        };
+        for (band, len) in Band::ALL.into_iter().zip(lengths) {
+            let labels = self.band_labels(band);
+            let requests = i64::try_from(len.requests).unwrap_or(i64::MAX);
+            let bytes = i64::try_from(len.bytes).unwrap_or(i64::MAX);
+            m.flow_queue_requests.get_or_create(&labels).set(requests);
+            m.flow_queue_bytes.get_or_create(&labels).set(bytes);
+        }
+    }
+
+    fn next_deadline(&self) -> Option<tokio::time::Instant> {
+        let at = self.lock().flow.next_deadline()?;
+        Some(self.clock.instant(at))
     }
 }
 
-/// Whether a request of `priority` may go on; `Err(retry_after_secs)` when it is shed.
-pub fn admit(load: &PoolLoad, t: &Thresholds, priority: i32, now: Duration) -> Result<(), u64> {
-    if !t.enabled || priority > 0 {
-        return Ok(());
+impl Drop for Admission {
+    fn drop(&mut self) {
+        // Lets the driver see that its pool is gone.
+        self.wake.notify_one();
     }
-    // A summary that stopped updating (every scrape failing) says nothing about now.
-    let current = load
-        .computed_at
-        .is_some_and(|at| now.saturating_sub(at) <= t.staleness.max(Duration::from_secs(1)));
-    if !current {
-        return Ok(());
-    }
-    let shed = if priority < 0 {
-        load.fresh > 0 && load.mean_saturation >= 1.0
-    } else {
-        load.all_saturated
-    };
-    if shed {
-        Err(load.retry_after_secs)
-    } else {
-        Ok(())
+}
+
+/// The pool's timer: sleeps until the controller's next deadline or a nudge, then polls. Ends
+/// when the pool's flow control is dropped (a reload replaced it and no request holds it).
+async fn drive(admission: Weak<Admission>, wake: Arc<Notify>) {
+    loop {
+        let deadline = match admission.upgrade() {
+            Some(a) => a.next_deadline(),
+            None => return,
+        };
+        match deadline {
+            Some(at) => {
+                tokio::select! {
+                    () = tokio::time::sleep_until(at) => {}
+                    () = wake.notified() => {}
+                }
+            }
+            None => wake.notified().await,
+        }
+        match admission.upgrade() {
+            Some(a) => a.tick(),
+            None => return,
+        }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use infergate_picker::{EndpointId, EndpointSpec, ScrapedMetrics};
-
-    const T: Thresholds = Thresholds {
-        enabled: true,
-        queue_depth: 5.0,
-        kv_cache: 0.8,
-        staleness: Duration::from_millis(200),
-    };
-
-    fn pool(loads: &[(u64, f64)], at: Duration) -> Pool {
-        let mut pool = Pool::new(
-            (0..loads.len() as u64)
-                .map(|i| EndpointSpec::new(i, format!("10.0.0.{i}:8000")))
-                .collect(),
-        )
-        .unwrap();
-        for (i, &(waiting, kv)) in loads.iter().enumerate() {
-            let m = ScrapedMetrics {
-                waiting: Some(waiting),
-                kv_usage: Some(kv),
-                ..ScrapedMetrics::empty(at)
-            };
-            pool.update_metrics(EndpointId(i as u64), m).unwrap();
-        }
-        pool
-    }
-
-    #[test]
-    fn standard_is_shed_only_when_every_endpoint_is_saturated() {
-        let now = Duration::from_secs(10);
-        let busy = summarize(&pool(&[(6, 0.1), (9, 0.9)], now), &T, now, 5.0);
-        assert!(busy.all_saturated);
-        assert_eq!(busy.retry_after_secs, 3);
-        assert_eq!(admit(&busy, &T, 0, now), Err(3));
-        assert_eq!(admit(&busy, &T, 1, now), Ok(()));
-        let one_free = summarize(&pool(&[(6, 0.1), (0, 0.1)], now), &T, now, 5.0);
-        assert_eq!(admit(&one_free, &T, 0, now), Ok(()));
-        // Mean saturation (6/5 + 0.125) / 2 < 1: sheddable still admitted.
-        assert_eq!(admit(&one_free, &T, -1, now), Ok(()));
-        let mostly = summarize(&pool(&[(15, 0.1), (0, 0.1)], now), &T, now, 0.0);
-        assert_eq!(admit(&mostly, &T, -1, now), Err(1));
-    }
-
-    #[test]
-    fn stale_metrics_and_an_old_summary_fail_open() {
-        let now = Duration::from_secs(10);
-        let stale = summarize(&pool(&[(50, 1.0)], Duration::from_secs(1)), &T, now, 1.0);
-        assert_eq!(stale.fresh, 0);
-        assert_eq!(admit(&stale, &T, 0, now), Ok(()));
-        let busy = summarize(&pool(&[(50, 1.0)], now), &T, now, 1.0);
-        assert!(admit(&busy, &T, 0, now).is_err());
-        assert_eq!(admit(&busy, &T, 0, now + Duration::from_secs(5)), Ok(()));
-    }
-}
+mod tests;

@@ -9,6 +9,7 @@ use http_body_util::Full;
 use hyper::body::{Body, Frame, SizeHint};
 
 use crate::proxy::stream::ProxyBody;
+use crate::rewrite::response::RestoreBody;
 
 /// Errors a response body can end with (the connection is then aborted).
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -20,6 +21,8 @@ pub enum ResponseBody {
     Full(Full<Bytes>),
     /// An upstream body, frame by frame.
     Proxy(Box<ProxyBody>),
+    /// An upstream body of a rewritten request, its model renamed back on the way.
+    Restored(Box<RestoreBody<ProxyBody>>),
 }
 
 impl ResponseBody {
@@ -42,6 +45,7 @@ impl Body for ResponseBody {
                 .poll_frame(cx)
                 .map(|o| o.map(|r| r.map_err(|never| match never {}))),
             ResponseBody::Proxy(p) => Pin::new(p.as_mut()).poll_frame(cx),
+            ResponseBody::Restored(r) => Pin::new(r.as_mut()).poll_frame(cx),
         }
     }
 
@@ -49,6 +53,7 @@ impl Body for ResponseBody {
         match self {
             ResponseBody::Full(f) => f.is_end_stream(),
             ResponseBody::Proxy(p) => p.is_end_stream(),
+            ResponseBody::Restored(r) => r.is_end_stream(),
         }
     }
 
@@ -56,6 +61,7 @@ impl Body for ResponseBody {
         match self {
             ResponseBody::Full(f) => f.size_hint(),
             ResponseBody::Proxy(p) => p.size_hint(),
+            ResponseBody::Restored(r) => r.size_hint(),
         }
     }
 }

@@ -29,6 +29,11 @@ impl Clock {
     pub fn at(&self, at: Instant) -> Duration {
         at.saturating_duration_since(self.epoch)
     }
+
+    /// The instant `since` after this clock's epoch (the inverse of [`Clock::at`]).
+    pub fn instant(&self, since: Duration) -> Instant {
+        self.epoch + since
+    }
 }
 
 impl Default for Clock {

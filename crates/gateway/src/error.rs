@@ -46,6 +46,15 @@ pub enum GatewayError {
     /// TLS could not be set up.
     #[error("tls: {0}")]
     Tls(String),
+    /// The JWT signing keys could not be set up (a JWKS file that cannot be read or used, a
+    /// URL that cannot be parsed).
+    #[error("{field}: {reason}")]
+    Keys {
+        /// The field's path, like `spec.auth.jwt.provider.localJWKS.file`.
+        field: String,
+        /// What is wrong.
+        reason: String,
+    },
 }
 
 impl GatewayError {

@@ -10,7 +10,7 @@ use infergate_picker::RequestFeatures;
 /// Bytes per token in the estimate (upstream's four characters per token).
 const BYTES_PER_TOKEN: u64 = 4;
 
-/// A band's priority as the picker and the admission check read it: negative is sheddable.
+/// A band's priority as the picker reads it: negative is sheddable.
 pub fn priority(band: Band) -> i32 {
     match band {
         Band::Critical => 1,
@@ -19,22 +19,18 @@ pub fn priority(band: Band) -> i32 {
     }
 }
 
-/// The band a request asks for in its criticality header; the default band when it names none
-/// or one that is not a band.
+/// The band a request asks for in its criticality header (a band name or an upstream
+/// priority integer, [`Band::from_criticality`]); the default band when it names neither.
 pub fn band(headers: &HeaderMap, tenancy: &ResolvedTenancy) -> Band {
     let default = tenancy.default_criticality.value;
     let Identity::Header(name) = &tenancy.criticality.value else {
         return default;
     };
-    let Some(v) = headers.get(name.as_str()).and_then(|v| v.to_str().ok()) else {
-        return default;
-    };
-    match v.trim().to_ascii_lowercase().as_str() {
-        "critical" => Band::Critical,
-        "standard" => Band::Standard,
-        "sheddable" => Band::Sheddable,
-        _ => default,
-    }
+    headers
+        .get(name.as_str())
+        .and_then(|v| v.to_str().ok())
+        .and_then(Band::from_criticality)
+        .unwrap_or(default)
 }
 
 /// The tenant named in the fairness header, when tenancy comes from headers.
@@ -100,6 +96,22 @@ mod tests {
         );
         assert_eq!(band(&h, &t), Band::Sheddable);
         assert_eq!(tenant(&h, &t).as_deref(), Some("team-a"));
+        // Upstream priorities: above zero Critical, below zero Sheddable.
+        h.insert(
+            "x-gateway-inference-objective",
+            HeaderValue::from_static("2"),
+        );
+        assert_eq!(band(&h, &t), Band::Critical);
+        h.insert(
+            "x-gateway-inference-objective",
+            HeaderValue::from_static("-1"),
+        );
+        assert_eq!(band(&h, &t), Band::Sheddable);
+        h.insert(
+            "x-gateway-inference-objective",
+            HeaderValue::from_static("urgent"),
+        );
+        assert_eq!(band(&h, &t), Band::Standard);
     }
 
     #[test]

@@ -6,15 +6,17 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
-use infergate_config::gateway::{ResolvedDiscovery, ResolvedGateway, TlsMode};
+use arc_swap::{ArcSwap, ArcSwapOption};
+use infergate_config::gateway::{RateLimitStore, ResolvedDiscovery, ResolvedGateway, TlsMode};
 use tokio::net::TcpListener;
 
 use crate::admin::Admin;
+use crate::auth::{Auth, JwksRefresh};
 use crate::clock::Clock;
 use crate::error::GatewayError;
 use crate::metrics::{Metrics, ReloadLabels};
 use crate::proxy::client::Clients;
+use crate::ratelimit::RateLimits;
 use crate::route::Routes;
 use crate::scrape::{self, ScrapeContext, ScrapeSettings, Scrapers};
 use crate::tls::Tls;
@@ -32,6 +34,8 @@ pub struct GatewayOptions {
     pub scrape: ScrapeSettings,
     /// How long requests in flight may take to finish after shutdown begins.
     pub drain_timeout: Duration,
+    /// When JWT signing keys are loaded again.
+    pub jwks: JwksRefresh,
 }
 
 impl Default for GatewayOptions {
@@ -42,6 +46,7 @@ impl Default for GatewayOptions {
             config_path: None,
             scrape: ScrapeSettings::default(),
             drain_timeout: Duration::from_secs(30),
+            jwks: JwksRefresh::default(),
         }
     }
 }
@@ -59,6 +64,13 @@ pub struct Shared {
     pub(crate) clients: Clients,
     /// `observability.metrics.enabled`.
     pub(crate) metrics_enabled: bool,
+    /// JWT auth with its keys, when `spec.auth` is set; replaced by a reload.
+    pub(crate) auth: ArcSwapOption<Auth>,
+    /// When signing keys are loaded again (for key stores a reload starts).
+    pub(crate) jwks: JwksRefresh,
+    /// Per-tenant rate limits, when `spec.rateLimits` is set; replaced by a reload (which
+    /// keeps the store when it is the same).
+    pub(crate) rate_limits: ArcSwapOption<RateLimits>,
 }
 
 /// A bound gateway, ready to [`Gateway::run`].
@@ -66,10 +78,18 @@ pub struct Shared {
 pub struct Gateway {
     listener: TcpListener,
     local_addr: SocketAddr,
-    admin: Admin,
-    handle: GatewayHandle,
+    plane: Plane,
     drain: Duration,
     tls: Option<Tls>,
+}
+
+/// The gateway without its inference listener: the pools, their scrapers and the admin
+/// listener. [`Gateway`] serves HTTP on it; `infergate extproc` answers Envoy on it, so both
+/// modes share one data plane.
+#[derive(Debug)]
+pub struct Plane {
+    admin: Admin,
+    handle: GatewayHandle,
 }
 
 /// Controls a running gateway: reload, readiness. Cheap to clone.
@@ -108,29 +128,16 @@ fn parse_config(bytes: &[u8], path: &Path) -> Result<ResolvedGateway, GatewayErr
 /// Refuses what the standalone gateway cannot honour yet, naming the field, and returns the
 /// warnings for what it honours only in part.
 pub fn check_supported(config: &ResolvedGateway) -> Result<Vec<String>, GatewayError> {
-    if config.auth.is_some() {
-        return Err(GatewayError::unsupported(
-            "spec.auth",
-            "JWT auth is not implemented by the standalone gateway yet",
-        ));
-    }
     if matches!(config.discovery, ResolvedDiscovery::Kubernetes { .. }) {
         return Err(GatewayError::unsupported(
             "spec.discovery",
             "Kubernetes discovery is not implemented by the standalone gateway yet; list spec.endpoints",
         ));
     }
-    if !config.rewrites.is_empty() {
-        return Err(GatewayError::unsupported(
-            "spec.rewrites",
-            "model rewrites are not implemented by the standalone gateway yet",
-        ));
-    }
-    if config.rate_limits.is_some() {
-        return Err(GatewayError::unsupported(
-            "spec.rateLimits",
-            "rate limits are not implemented by the standalone gateway yet",
-        ));
+    if let Some(RateLimitStore::Redis { url }) = config.rate_limits.as_ref().map(|r| &r.store.value)
+    {
+        crate::ratelimit::redis::Target::parse(url)
+            .map_err(|e| GatewayError::unsupported("spec.rateLimits.store", e))?;
     }
     if matches!(config.tls, TlsMode::Acm { .. }) {
         return Err(GatewayError::unsupported(
@@ -138,16 +145,9 @@ pub fn check_supported(config: &ResolvedGateway) -> Result<Vec<String>, GatewayE
             "an ACM certificate is served by the load balancer, not by a standalone gateway; use certFile and keyFile",
         ));
     }
-    let mut warnings = Vec::new();
-    let f = &config.flow_control;
-    if f.enabled.value {
-        warnings.push(
-            "spec.flowControl: requests are admitted or shed (429 + Retry-After) by band; \
-             queueing (queue limits and TTLs) is not implemented yet"
-                .to_owned(),
-        );
-    }
-    Ok(warnings)
+    // spec.flowControl and spec.tenancy are honoured in full (see `admission`), spec.rewrites
+    // too (see `rewrite`), and spec.rateLimits (see `ratelimit`).
+    Ok(Vec::new())
 }
 
 impl Gateway {
@@ -157,25 +157,21 @@ impl Gateway {
         config: ResolvedGateway,
         options: GatewayOptions,
     ) -> Result<Self, GatewayError> {
-        for w in check_supported(&config)? {
-            tracing::warn!("{w}");
-        }
         let config_dir = options.config_path.as_deref().and_then(Path::parent);
         let listen = options.listen.unwrap_or(config.listen.value);
-        let admin_listen = options.admin_listen.unwrap_or(config.admin_listen.value);
-        let metrics_enabled = config.metrics_enabled.value;
-        let tls = crate::tls::configure(&config.tls, config_dir)?;
-        let routes = Routes::build(config, config_dir, None)?;
-        let metrics = Arc::new(Metrics::new());
-        let clients = Clients::new();
-        let clock = Clock::new();
-        let shared = Arc::new(Shared {
-            routes: ArcSwap::from_pointee(routes),
-            clock,
-            metrics: Arc::clone(&metrics),
-            clients: clients.clone(),
-            metrics_enabled,
-        });
+        let tls_mode = config.tls.clone();
+        let plane = Plane::start(config, &options)?;
+        // A JWKS URL answers within moments; serving before it did would refuse every token.
+        if !plane
+            .handle
+            .wait_for_keys(crate::auth::FIRST_LOAD_WAIT)
+            .await
+        {
+            tracing::warn!(
+                "no JWT signing keys loaded yet: tokens get 503 until the key set loads (retried in the background)"
+            );
+        }
+        let tls = crate::tls::configure(&tls_mode, config_dir)?;
         let listener = TcpListener::bind(listen)
             .await
             .map_err(|source| GatewayError::Bind {
@@ -185,18 +181,6 @@ impl Gateway {
         let local_addr = listener
             .local_addr()
             .map_err(|e| GatewayError::io("listener address", e))?;
-        let admin = Admin::start(admin_listen, Arc::clone(&shared))?;
-        let scrape = ScrapeContext {
-            client: clients.scrape,
-            clock,
-            metrics,
-            settings: options.scrape,
-        };
-        let scrapers = scrape::start(shared.routes.load().scraped_pools(), &scrape);
-        let file_seen = options
-            .config_path
-            .as_deref()
-            .and_then(|p| std::fs::read(p).ok());
         match &tls {
             None => tracing::warn!(
                 address = %local_addr,
@@ -214,14 +198,7 @@ impl Gateway {
         Ok(Self {
             listener,
             local_addr,
-            admin,
-            handle: GatewayHandle {
-                shared,
-                scrapers: Arc::new(Mutex::new(scrapers)),
-                scrape,
-                config_path: options.config_path,
-                file_seen: Arc::new(Mutex::new(file_seen)),
-            },
+            plane,
             drain: options.drain_timeout,
             tls,
         })
@@ -239,12 +216,12 @@ impl Gateway {
 
     /// The admin listener's address.
     pub fn admin_addr(&self) -> SocketAddr {
-        self.admin.addr()
+        self.plane.admin_addr()
     }
 
     /// A handle to reload the running gateway or ask whether it is ready.
     pub fn handle(&self) -> GatewayHandle {
-        self.handle.clone()
+        self.plane.handle()
     }
 
     /// Serves until `shutdown` completes, then drains: no new connections, requests in flight
@@ -252,12 +229,83 @@ impl Gateway {
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         crate::server::serve(
             self.listener,
-            Arc::clone(&self.handle.shared),
+            Arc::clone(&self.plane.handle.shared),
             shutdown,
             self.drain,
             self.tls.map(|t| t.acceptor),
         )
         .await;
+        self.plane.stop();
+    }
+}
+
+impl Plane {
+    /// Checks the config, builds the pools, binds the admin listener and starts the scrapers
+    /// and the admin thread. `options.listen` is not used here. Must run inside a
+    /// multi-threaded tokio runtime.
+    pub fn start(config: ResolvedGateway, options: &GatewayOptions) -> Result<Self, GatewayError> {
+        for w in check_supported(&config)? {
+            tracing::warn!("{w}");
+        }
+        let config_dir = options.config_path.as_deref().and_then(Path::parent);
+        let admin_listen = options.admin_listen.unwrap_or(config.admin_listen.value);
+        let metrics_enabled = config.metrics_enabled.value;
+        let routes = Routes::build(config, config_dir, None)?;
+        let metrics = Arc::new(Metrics::new());
+        let auth = Auth::for_config(&routes.config, config_dir, None, options.jwks, &metrics)?;
+        let clients = Clients::new();
+        let clock = Clock::new();
+        let rate_limits = RateLimits::for_config(&routes.config, None, clock, &metrics)?;
+        if let Some(limits) = &rate_limits {
+            let limits = Arc::clone(limits);
+            tokio::spawn(async move { limits.probe().await });
+        }
+        let shared = Arc::new(Shared {
+            routes: ArcSwap::from_pointee(routes),
+            clock,
+            metrics: Arc::clone(&metrics),
+            clients: clients.clone(),
+            metrics_enabled,
+            auth: ArcSwapOption::new(auth),
+            jwks: options.jwks,
+            rate_limits: ArcSwapOption::new(rate_limits),
+        });
+        let admin = Admin::start(admin_listen, Arc::clone(&shared))?;
+        let scrape = ScrapeContext {
+            client: clients.scrape,
+            clock,
+            metrics,
+            settings: options.scrape,
+        };
+        let scrapers = scrape::start(shared.routes.load().scraped_pools(), &scrape);
+        let file_seen = options
+            .config_path
+            .as_deref()
+            .and_then(|p| std::fs::read(p).ok());
+        Ok(Self {
+            admin,
+            handle: GatewayHandle {
+                shared,
+                scrapers: Arc::new(Mutex::new(scrapers)),
+                scrape,
+                config_path: options.config_path.clone(),
+                file_seen: Arc::new(Mutex::new(file_seen)),
+            },
+        })
+    }
+
+    /// The admin listener's address.
+    pub fn admin_addr(&self) -> SocketAddr {
+        self.admin.addr()
+    }
+
+    /// A handle to reload the running gateway, read its routes or ask whether it is ready.
+    pub fn handle(&self) -> GatewayHandle {
+        self.handle.clone()
+    }
+
+    /// Stops the scrapers and the admin listener.
+    pub fn stop(self) {
         self.handle.stop_scrapers();
         self.admin.stop();
     }
@@ -292,8 +340,25 @@ impl GatewayHandle {
             );
         }
         let routes = Arc::new(Routes::build(config, config_dir, Some(&old))?);
+        let old_auth = self.shared.auth.load_full();
+        let auth = Auth::for_config(
+            &routes.config,
+            config_dir,
+            old_auth.as_deref(),
+            self.shared.jwks,
+            &self.shared.metrics,
+        )?;
+        let old_limits = self.shared.rate_limits.load_full();
+        let rate_limits = RateLimits::for_config(
+            &routes.config,
+            old_limits.as_deref(),
+            self.shared.clock,
+            &self.shared.metrics,
+        )?;
         let scrapers = scrape::start(routes.scraped_pools(), &self.scrape);
         self.shared.routes.store(routes);
+        self.shared.auth.store(auth);
+        self.shared.rate_limits.store(rate_limits);
         // The old scrapers stop as they are replaced.
         *self.scrapers.lock().unwrap_or_else(PoisonError::into_inner) = scrapers;
         tracing::info!("config reloaded");
@@ -362,13 +427,40 @@ impl GatewayHandle {
         }))
     }
 
-    /// Whether every endpoint has been scraped at least once (what `/readyz` says).
+    /// The routing table in effect now. Load it once per request and keep it for the whole
+    /// request, so a reload never changes a request's pool mid-way.
+    pub fn routes(&self) -> Arc<Routes> {
+        self.shared.routes.load_full()
+    }
+
+    /// The clock picks and scrapes are stamped with.
+    pub fn clock(&self) -> Clock {
+        self.shared.clock
+    }
+
+    /// The gateway's metrics (what the admin listener's `/metrics` serves).
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.shared.metrics
+    }
+
+    /// Whether every endpoint has been scraped at least once and, with auth on, a signing key
+    /// set has loaded (what `/readyz` says).
     pub fn is_ready(&self) -> bool {
         self.shared
             .routes
             .load()
             .scraped_pools()
             .all(|p| p.all_scraped())
+            && crate::auth::keys_ready(&self.shared)
+    }
+
+    /// With auth on, waits up to `within` for the signing keys' first load; whether there are
+    /// keys now (always true with auth off).
+    pub async fn wait_for_keys(&self, within: Duration) -> bool {
+        match self.shared.auth.load_full() {
+            Some(auth) => auth.keys().wait_loaded(within).await,
+            None => true,
+        }
     }
 
     fn stop_scrapers(&self) {

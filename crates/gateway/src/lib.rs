@@ -6,9 +6,12 @@
 //! |---|---|---|
 //! | listen | [`server`], [`tls`] | HTTP/1.1 and h2 (h2c in the clear) on one port; TLS; graceful drain |
 //! | parse | [`parse`] | the body read once, bounded (413); model, stream flag, prompt bytes |
+//! | rewrite | [`rewrite`] | canary split of the model name (weighted, exact match, sticky sessions); the answer renamed back |
 //! | route | [`route`] | model → adapter → base model → pool (404 otherwise) |
+//! | auth | [`auth`] | JWT bearer token on every `/v1` route (401/403); tenant and band from its claims |
 //! | features | [`features`] | prefix hashes, token estimate, band and tenant |
-//! | admit | [`admission`] | 429 + Retry-After when the pool is saturated |
+//! | limit | [`ratelimit`] | the tenant's requests/s and tokens/min, local or shared through Redis: 429 + Retry-After over a limit |
+//! | admit | [`admission`] | flow control: go, wait in the band's fair queue, or 429/503 with the dropped reason |
 //! | pick | [`pool`] | the pool's picker: primary and fallbacks, dispatch |
 //! | proxy | [`proxy`] | forward, retry before the first byte, stream the answer through |
 //! | account | [`account`], [`usage`] | in-flight guard, TTFT, usage, metrics |
@@ -35,6 +38,7 @@ pub mod account;
 pub mod admin;
 pub mod admission;
 pub mod api_error;
+pub mod auth;
 pub mod body;
 pub mod clock;
 mod error;
@@ -45,6 +49,8 @@ pub mod parse;
 pub mod policy;
 pub mod pool;
 pub mod proxy;
+pub mod ratelimit;
+pub mod rewrite;
 pub mod route;
 pub mod scrape;
 pub mod server;
@@ -54,5 +60,7 @@ pub mod usage;
 
 pub use api_error::{ApiError, NO_MATCHING_MODEL};
 pub use error::GatewayError;
-pub use gateway::{check_supported, load_config, Gateway, GatewayHandle, GatewayOptions, Shared};
+pub use gateway::{
+    check_supported, load_config, Gateway, GatewayHandle, GatewayOptions, Plane, Shared,
+};
 pub use scrape::ScrapeSettings;

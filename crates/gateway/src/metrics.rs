@@ -32,11 +32,40 @@ pub struct ModelLabels {
     pub model: String,
 }
 
+/// Labels of a rewrite count.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RewriteLabels {
+    /// The model the client asked for.
+    pub model: String,
+    /// The model the request was sent to.
+    pub target: String,
+}
+
 /// Labels of a per-pool series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PoolLabels {
     /// The pool.
     pub pool: String,
+}
+
+/// Labels of a flow-control series of one band of one pool.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FlowBandLabels {
+    /// The pool.
+    pub pool: String,
+    /// `Critical`, `Standard` or `Sheddable`.
+    pub band: String,
+}
+
+/// Labels of a flow-control refusal count.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FlowRejectionLabels {
+    /// The pool.
+    pub pool: String,
+    /// `Critical`, `Standard` or `Sheddable`.
+    pub band: String,
+    /// The `x-llm-d-request-dropped-reason` value, like `rejected-saturated`.
+    pub reason: String,
 }
 
 /// Labels of a per-endpoint series.
@@ -105,8 +134,17 @@ pub struct Metrics {
     pub cached_tokens: Family<ModelLabels, Counter>,
     /// Requests sent to each endpoint (fallbacks included).
     pub routing_decisions: Family<EndpointLabels, Counter>,
-    /// Requests shed with 429 because the pool was saturated.
+    /// Requests refused with 429 by flow control (shed at saturation, queue full, displaced).
     pub shed: Family<PoolLabels, Counter>,
+    /// Requests waiting in flow control's queues, by pool and band.
+    pub flow_queue_requests: Family<FlowBandLabels, Gauge>,
+    /// Request bytes waiting in flow control's queues, by pool and band.
+    pub flow_queue_bytes: Family<FlowBandLabels, Gauge>,
+    /// Time admitted requests waited in the queue (0 for those admitted at once), by pool and
+    /// band: with the queue sizes, the autoscaling signal.
+    pub flow_queue_wait: Family<FlowBandLabels, Histogram, Buckets>,
+    /// Requests refused by flow control, by pool, band and `x-llm-d-request-dropped-reason`.
+    pub flow_rejections: Family<FlowRejectionLabels, Counter>,
     /// Attempts that failed before the first response byte and moved to a fallback.
     pub retries: Family<RetryLabels, Counter>,
     /// Largest minus smallest waiting queue over the pool's fresh endpoints.
@@ -123,6 +161,54 @@ pub struct Metrics {
     pub in_flight: Gauge,
     /// Config reloads, by outcome.
     pub reloads: Family<ReloadLabels, Counter>,
+    /// JWT signing key set loads (file reads or URL fetches), by outcome.
+    pub jwks_loads: Family<JwksLabels, Counter>,
+    /// Signing keys in the current set.
+    pub jwks_keys: Gauge,
+    /// Requests refused by JWT auth, by error code.
+    pub auth_refusals: Family<AuthLabels, Counter>,
+    /// Rate-limit decisions, by tenant and outcome.
+    pub rate_limit_decisions: Family<RateLimitLabels, Counter>,
+    /// Calls to the shared rate-limit store that failed, by reason.
+    pub rate_limit_store_errors: Family<StoreErrorLabels, Counter>,
+    /// Tenants the local rate-limit store tracks (bounded; drained tenants are forgotten).
+    pub rate_limit_tenants: Gauge,
+    /// Requests whose model was rewritten (canary splits and the rewrite header), by the model
+    /// asked for and the target; counted once routing accepted the target.
+    pub rewrites: Family<RewriteLabels, Counter>,
+}
+
+/// Labels of a rate-limit decision.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RateLimitLabels {
+    /// A tenant with limits of its own, or `*` for every tenant under the default limit (so
+    /// the values are bounded by the config).
+    pub tenant: String,
+    /// `admitted`, `limited`, `failed_open` or `failed_closed`.
+    pub outcome: String,
+}
+
+/// Labels of a rate-limit store error.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StoreErrorLabels {
+    /// `timeout`, `connection`, `refused`, `protocol`, or `down` (failed at once, within the
+    /// retry delay after a failure).
+    pub reason: String,
+}
+
+/// Labels of a JWKS load.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct JwksLabels {
+    /// `ok` or `error`.
+    pub outcome: String,
+}
+
+/// Labels of an auth refusal.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AuthLabels {
+    /// The RFC 6750 error code (`invalid_token`, `insufficient_scope`, `invalid_request`),
+    /// `missing_token`, or `keys_unavailable`.
+    pub code: String,
 }
 
 /// Labels of a reload count.
@@ -145,6 +231,10 @@ impl Metrics {
             cached_tokens: Family::default(),
             routing_decisions: Family::default(),
             shed: Family::default(),
+            flow_queue_requests: Family::default(),
+            flow_queue_bytes: Family::default(),
+            flow_queue_wait: Family::new_with_constructor(LATENCY),
+            flow_rejections: Family::default(),
             retries: Family::default(),
             queue_spread: Family::default(),
             saturation: Family::default(),
@@ -153,6 +243,13 @@ impl Metrics {
             picker_latency: Family::new_with_constructor(DECISION),
             in_flight: Gauge::default(),
             reloads: Family::default(),
+            jwks_loads: Family::default(),
+            jwks_keys: Gauge::default(),
+            auth_refusals: Family::default(),
+            rate_limit_decisions: Family::default(),
+            rate_limit_store_errors: Family::default(),
+            rate_limit_tenants: Gauge::default(),
+            rewrites: Family::default(),
             registry: Registry::default(),
         };
         let r = &mut registry;
@@ -189,8 +286,28 @@ impl Metrics {
         );
         r.register(
             "shed_requests",
-            "Requests answered 429 because every candidate was saturated",
+            "Requests refused with 429 by flow control (shed at saturation, queue full, displaced)",
             m.shed.clone(),
+        );
+        r.register(
+            "flow_queue_requests",
+            "Requests waiting in flow control's queues",
+            m.flow_queue_requests.clone(),
+        );
+        r.register(
+            "flow_queue_bytes",
+            "Request bytes waiting in flow control's queues",
+            m.flow_queue_bytes.clone(),
+        );
+        r.register(
+            "flow_queue_wait_seconds",
+            "Time admitted requests waited in flow control's queue (0 when admitted at once)",
+            m.flow_queue_wait.clone(),
+        );
+        r.register(
+            "flow_rejections",
+            "Requests refused by flow control, by band and dropped reason",
+            m.flow_rejections.clone(),
         );
         r.register(
             "upstream_retries",
@@ -228,6 +345,41 @@ impl Metrics {
             m.in_flight.clone(),
         );
         r.register("config_reloads", "Config reloads", m.reloads.clone());
+        r.register(
+            "jwks_loads",
+            "JWT signing key set loads (file reads or URL fetches), by outcome",
+            m.jwks_loads.clone(),
+        );
+        r.register(
+            "jwks_keys",
+            "Signing keys in the current set",
+            m.jwks_keys.clone(),
+        );
+        r.register(
+            "auth_refusals",
+            "Requests refused by JWT auth, by error code",
+            m.auth_refusals.clone(),
+        );
+        r.register(
+            "rewrites",
+            "Requests whose model was rewritten, by the model asked for and the target",
+            m.rewrites.clone(),
+        );
+        r.register(
+            "rate_limit_decisions",
+            "Rate-limit decisions, by tenant (* for the default limit) and outcome",
+            m.rate_limit_decisions.clone(),
+        );
+        r.register(
+            "rate_limit_store_errors",
+            "Calls to the shared rate-limit store that failed, by reason",
+            m.rate_limit_store_errors.clone(),
+        );
+        r.register(
+            "rate_limit_tenants",
+            "Tenants the local rate-limit store tracks",
+            m.rate_limit_tenants.clone(),
+        );
         Self { registry, ..m }
     }
 

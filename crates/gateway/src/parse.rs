@@ -28,6 +28,9 @@ pub struct ParsedRequest {
     /// The serialized prompt: the JSON of `messages` (chat), the text of a string `prompt` or
     /// `input`, or the JSON of a list of them.
     pub prompt: PromptBytes,
+    /// `max_completion_tokens`, else `max_tokens`, when it is a whole number (anything else is
+    /// the model server's to refuse): the most tokens the request may generate.
+    pub max_tokens: Option<u64>,
 }
 
 /// Where the prompt's bytes are.
@@ -64,6 +67,10 @@ struct Head<'a> {
     prompt: Option<&'a RawValue>,
     #[serde(default, borrow)]
     input: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    max_tokens: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    max_completion_tokens: Option<&'a RawValue>,
 }
 
 /// Reads the whole body, refusing with 413 as soon as it is known to be over `limit`: at once
@@ -105,15 +112,17 @@ pub fn parse(body: &[u8], header_model: Option<&str>) -> Result<ParsedRequest, A
         (None, Some(raw)) => PromptBytes::Body(range_in(body, raw.get())),
         (None, None) => PromptBytes::None,
     };
+    let whole = |raw: Option<&RawValue>| raw.and_then(|r| r.get().parse::<u64>().ok());
     Ok(ParsedRequest {
         model,
         stream: head.stream.unwrap_or(false),
         prompt,
+        max_tokens: whole(head.max_completion_tokens).or(whole(head.max_tokens)),
     })
 }
 
 /// The position of `part`, a slice borrowed from `whole`, within it.
-fn range_in(whole: &[u8], part: &str) -> Range<usize> {
+pub(crate) fn range_in(whole: &[u8], part: &str) -> Range<usize> {
     let start = (part.as_ptr() as usize).saturating_sub(whole.as_ptr() as usize);
     let start = start.min(whole.len());
     start..(start + part.len()).min(whole.len())
@@ -146,6 +155,25 @@ mod tests {
             parse(plain, None).unwrap().prompt.get(plain),
             b"plain text".as_slice()
         );
+    }
+
+    #[test]
+    fn the_completion_maximum_is_read_when_it_is_a_whole_number() {
+        let max = |body: &str| parse(body.as_bytes(), None).unwrap().max_tokens;
+        assert_eq!(max(r#"{"model":"m","max_tokens":64}"#), Some(64));
+        assert_eq!(
+            max(r#"{"model":"m","max_tokens":64,"max_completion_tokens":32}"#),
+            Some(32)
+        );
+        for other in [
+            r#"{"model":"m"}"#,
+            r#"{"model":"m","max_tokens":null}"#,
+            r#"{"model":"m","max_tokens":-1}"#,
+            r#"{"model":"m","max_tokens":1.5}"#,
+            r#"{"model":"m","max_tokens":"64"}"#,
+        ] {
+            assert_eq!(max(other), None, "{other}");
+        }
     }
 
     #[test]

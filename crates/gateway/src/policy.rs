@@ -48,6 +48,9 @@ pub fn pool_policy(pool: &Pool, config_dir: Option<&Path>) -> Result<Policy, Gat
                 .map_err(|e| picker_error(format!("pickerConfigFile {}: {e}", path.display())))?;
             Ok(Policy::Weighted(profile))
         }
+        PickerSource::Named(name) => {
+            Policy::named(name).map_err(|e| picker_error(format!("policy: {e}")))
+        }
         PickerSource::ConfigMap { name, .. } => Err(GatewayError::unsupported(
             format!("spec.schedulers[{}].configMapRef", pool.name),
             format!(

@@ -1,5 +1,5 @@
 //! One model pool at run time: the snapshot the control plane swaps in, the picker that learns
-//! across requests, and the pool's settings.
+//! across requests, its flow control, and the pool's settings.
 //!
 //! Requests read the snapshot with one atomic load and never wait on the control plane. The
 //! picker needs `&mut`, so it sits behind a mutex held only for the pick and the dispatch of one
@@ -7,19 +7,19 @@
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use infergate_config::gateway::{AppProtocol, Pool as PoolConfig, ResolvedGateway};
+use infergate_flow::PoolState;
 use infergate_picker::metrics::Engine;
 use infergate_picker::{
     Dispatch, EndpointId, EndpointSpec, Pick, PickError, Picker, Policy, Pool, RequestFeatures,
     ScrapedMetrics, TtftTicket,
 };
 
-use crate::admission::{self, PoolLoad, Thresholds};
+use crate::admission::Admission;
 use crate::error::GatewayError;
 use crate::metrics::{Metrics, PoolLabels};
 
@@ -28,22 +28,8 @@ use crate::metrics::{Metrics, PoolLabels};
 pub struct Snapshot {
     /// The picker's pool.
     pub pool: Pool,
-    /// Saturation as of the last round of scrapes.
-    pub load: PoolLoad,
-}
-
-/// How fast the pool finishes requests, sampled by the control plane.
-#[derive(Debug, Default)]
-struct Drain {
-    completed: AtomicU64,
-    state: Mutex<DrainState>,
-}
-
-#[derive(Debug, Default)]
-struct DrainState {
-    last_at: Option<Duration>,
-    last_completed: u64,
-    per_sec: f64,
+    /// Saturation as of the last round of scrapes (what flow control last observed).
+    pub state: PoolState,
 }
 
 /// A pool at run time.
@@ -64,10 +50,9 @@ pub struct PoolRuntime {
     /// Whether its endpoints are scraped (a default-backend host is not).
     pub scraped: bool,
     policy: Policy,
-    thresholds: Thresholds,
     snapshot: ArcSwap<Snapshot>,
     picker: Arc<Mutex<Picker>>,
-    drain: Arc<Drain>,
+    admission: Arc<Admission>,
 }
 
 /// A stable id for an endpoint address, so an endpoint keeps what the picker learned about it
@@ -90,8 +75,8 @@ fn lock(m: &Mutex<Picker>) -> MutexGuard<'_, Picker> {
 
 impl PoolRuntime {
     /// A pool from its config. With `previous` (a reload), endpoints that stay keep their
-    /// metrics, counters and in-flight guards, and the picker is kept when the policy did not
-    /// change.
+    /// metrics, counters and in-flight guards, the picker is kept when the policy did not
+    /// change, and flow control (its queue and what it measured) when its settings did not.
     pub fn new(
         config: &PoolConfig,
         gateway: &ResolvedGateway,
@@ -116,7 +101,7 @@ impl PoolRuntime {
             config.app_protocol.value == AppProtocol::H2c,
             config.route_timeout.value,
             true,
-            thresholds(gateway),
+            Admission::new(&config.name, gateway, true),
             policy,
             specs,
             previous,
@@ -138,10 +123,8 @@ impl PoolRuntime {
             false,
             None,
             false,
-            Thresholds {
-                enabled: false,
-                ..thresholds(gateway)
-            },
+            // A host that is not scraped gives flow control nothing to go on.
+            Admission::new(name, gateway, false),
             Policy::RoundRobin,
             vec![spec],
             None,
@@ -157,7 +140,7 @@ impl PoolRuntime {
         h2c: bool,
         route_timeout: Option<Duration>,
         scraped: bool,
-        thresholds: Thresholds,
+        admission: Admission,
         policy: Policy,
         specs: Vec<EndpointSpec>,
         previous: Option<&PoolRuntime>,
@@ -166,7 +149,7 @@ impl PoolRuntime {
             pool: name.to_owned(),
             reason: e.to_string(),
         };
-        let (pool, load, picker, drain) = match previous {
+        let (pool, state, picker, admission) = match previous {
             Some(prev) => {
                 let old = prev.snapshot.load();
                 let picker = if prev.policy == policy {
@@ -174,18 +157,25 @@ impl PoolRuntime {
                 } else {
                     Arc::new(Mutex::new(Picker::new(policy.clone(), seed_of(name))))
                 };
+                let admission = if prev.admission.same_settings(&admission) {
+                    Arc::clone(&prev.admission)
+                } else {
+                    // Requests queued in the old one stay with it; with no more observations
+                    // it fails open and lets them go.
+                    Arc::new(admission)
+                };
                 (
                     old.pool.with_members(specs).map_err(bad)?,
-                    old.load,
+                    old.state,
                     picker,
-                    Arc::clone(&prev.drain),
+                    admission,
                 )
             }
             None => (
                 Pool::new(specs).map_err(bad)?,
-                PoolLoad::default(),
+                PoolState::unknown(),
                 Arc::new(Mutex::new(Picker::new(policy.clone(), seed_of(name)))),
-                Arc::new(Drain::default()),
+                Arc::new(admission),
             ),
         };
         Ok(Self {
@@ -197,10 +187,9 @@ impl PoolRuntime {
             route_timeout,
             scraped,
             policy,
-            thresholds,
-            snapshot: ArcSwap::from_pointee(Snapshot { pool, load }),
+            snapshot: ArcSwap::from_pointee(Snapshot { pool, state }),
             picker,
-            drain,
+            admission,
         })
     }
 
@@ -214,9 +203,9 @@ impl PoolRuntime {
         &self.policy
     }
 
-    /// Whether a request of `priority` is admitted now; `Err(retry_after_secs)` when shed.
-    pub fn admit(&self, snap: &Snapshot, priority: i32, now: Duration) -> Result<(), u64> {
-        admission::admit(&snap.load, &self.thresholds, priority, now)
+    /// The pool's flow control: every request is admitted here before it is picked.
+    pub fn admission(&self) -> &Arc<Admission> {
+        &self.admission
     }
 
     /// Picks the primary and fallbacks and dispatches to the primary, in one short critical
@@ -249,11 +238,6 @@ impl PoolRuntime {
         lock(&self.picker).observe_ttft(ticket, ttft);
     }
 
-    /// Counts a finished request, for the drain rate behind Retry-After.
-    pub fn completed(&self) {
-        self.drain.completed.fetch_add(1, Ordering::Relaxed);
-    }
-
     /// Installs a round of scrapes: a new snapshot with them applied, swapped in whole. Only the
     /// pool's publisher calls it, so there is one writer and no lost update.
     pub fn install(
@@ -263,52 +247,24 @@ impl PoolRuntime {
         metrics: &Metrics,
     ) {
         let mut pool = self.snapshot.load().pool.clone();
+        let landed: Vec<EndpointId> = scrapes.iter().map(|(id, _)| *id).collect();
         for (id, m) in scrapes {
             // An endpoint removed by a reload while its scrape was in flight: nothing to do.
             let _ = pool.update_metrics(id, m);
         }
-        let load = admission::summarize(&pool, &self.thresholds, now, self.drain_rate(now));
+        let state = self.admission.observe(&pool, &landed, now);
         let labels = PoolLabels {
             pool: self.name.clone(),
         };
         metrics
             .queue_spread
             .get_or_create(&labels)
-            .set(load.queue_spread);
+            .set(state.queue_spread);
         metrics
             .saturation
             .get_or_create(&labels)
-            .set(load.mean_saturation);
-        self.snapshot.store(Arc::new(Snapshot { pool, load }));
-    }
-
-    /// Completions per second, an average over the last several seconds.
-    fn drain_rate(&self, now: Duration) -> f64 {
-        let mut s = self
-            .drain
-            .state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let completed = self.drain.completed.load(Ordering::Relaxed);
-        match s.last_at {
-            None => {
-                s.last_at = Some(now);
-                s.last_completed = completed;
-            }
-            Some(at) if now.saturating_sub(at) >= Duration::from_secs(1) => {
-                let dt = now.saturating_sub(at).as_secs_f64();
-                let rate = completed.saturating_sub(s.last_completed) as f64 / dt;
-                s.per_sec = if s.per_sec == 0.0 {
-                    rate
-                } else {
-                    0.7 * s.per_sec + 0.3 * rate
-                };
-                s.last_at = Some(now);
-                s.last_completed = completed;
-            }
-            Some(_) => {}
-        }
-        s.per_sec
+            .set(state.saturation);
+        self.snapshot.store(Arc::new(Snapshot { pool, state }));
     }
 
     /// Whether every endpoint has been scraped at least once.
@@ -318,15 +274,5 @@ impl PoolRuntime {
             .specs()
             .iter()
             .all(|s| snap.pool.metrics(s.id).is_some())
-    }
-}
-
-fn thresholds(gateway: &ResolvedGateway) -> Thresholds {
-    let f = &gateway.flow_control;
-    Thresholds {
-        enabled: f.enabled.value,
-        queue_depth: f64::from(f.saturation.queue_depth_threshold.value),
-        kv_cache: f.saturation.kv_cache_threshold.value,
-        staleness: f.saturation.metrics_staleness_threshold.value,
     }
 }

@@ -10,6 +10,7 @@ use infergate_config::gateway::{DefaultBackend, ResolvedGateway};
 
 use crate::error::GatewayError;
 use crate::pool::PoolRuntime;
+use crate::rewrite::Rewrites;
 
 /// Where a request goes.
 #[derive(Debug, Clone)]
@@ -29,6 +30,8 @@ pub struct Routes {
     pub config: ResolvedGateway,
     /// One per scheduler, in config order.
     pub pools: Vec<Arc<PoolRuntime>>,
+    /// The canary rules, by the model names they match.
+    pub rewrites: Rewrites,
     by_name: HashMap<String, usize>,
     default_backend: Option<Arc<PoolRuntime>>,
     models: Bytes,
@@ -65,9 +68,11 @@ impl Routes {
             )?)),
         };
         let models = models_body(&config);
+        let rewrites = Rewrites::new(&config.rewrites);
         Ok(Self {
             config,
             pools,
+            rewrites,
             by_name,
             default_backend,
             models,

@@ -77,6 +77,7 @@ pub fn start<'a>(
     for pool in pools {
         let specs = pool.snapshot().pool.specs().to_vec();
         declare_series(pool, &specs, &ctx.metrics);
+        pool.admission().attach_metrics(&ctx.metrics);
         if specs.is_empty() {
             continue;
         }

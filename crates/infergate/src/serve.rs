@@ -28,7 +28,7 @@ pub struct ServeArgs {
 }
 
 /// How often the config file is checked for changes.
-const WATCH_EVERY: Duration = Duration::from_secs(2);
+pub const WATCH_EVERY: Duration = Duration::from_secs(2);
 
 /// Runs `infergate serve`.
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -75,7 +75,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 /// Reloads the config file on each SIGHUP.
-async fn reload_on_sighup(handle: GatewayHandle) {
+pub async fn reload_on_sighup(handle: GatewayHandle) {
     #[cfg(unix)]
     {
         let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())

@@ -44,14 +44,15 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
 }
 
 /// The headers sent upstream: the client's, less hop-by-hop ones, `Host` and `Content-Length`
-/// (the client sets both for the forwarded body) and any destination the client named, plus
-/// the routing headers.
+/// (the client sets both for the forwarded body), any destination the client named and the
+/// model rewrite the gateway has applied, plus the routing headers.
 pub fn upstream(client: &HeaderMap, model: &str, base_model: &str) -> HeaderMap {
     let mut h = client.clone();
     strip_hop_by_hop(&mut h);
     h.remove(HOST);
     h.remove(CONTENT_LENGTH);
     h.remove(DESTINATION_ENDPOINT);
+    h.remove(crate::rewrite::MODEL_NAME_REWRITE);
     h.remove(MODEL_NAME);
     h.remove(BASE_MODEL_NAME);
     // A name routing accepted is one of the config's (or the default backend's); one that is
@@ -82,6 +83,10 @@ mod tests {
         );
         c.insert("authorization", HeaderValue::from_static("Bearer x"));
         c.insert(HOST, HeaderValue::from_static("gw"));
+        c.insert(
+            crate::rewrite::MODEL_NAME_REWRITE,
+            HeaderValue::from_static("sql-lora"),
+        );
         let h = upstream(&c, "sql-lora", "llama");
         for gone in [
             "connection",
@@ -89,6 +94,7 @@ mod tests {
             "keep-alive",
             "transfer-encoding",
             "host",
+            "x-gateway-model-name-rewrite",
         ] {
             assert!(!h.contains_key(gone), "{gone}");
         }

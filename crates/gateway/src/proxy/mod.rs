@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http_body_util::Full;
-use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
 use hyper::http::request::Parts;
 use hyper::http::uri::{Authority, Scheme};
 use hyper::{Request, Response, StatusCode, Uri};
@@ -23,10 +23,13 @@ use infergate_picker::{Dispatch, Pick, RequestFeatures};
 use tokio::time::Instant;
 
 use crate::account::Accounting;
+use crate::admission::FlowPermit;
 use crate::api_error::ApiError;
 use crate::body::ResponseBody;
 use crate::metrics::{EndpointLabels, RetryLabels};
 use crate::pool::Snapshot;
+use crate::ratelimit::LimitTicket;
+use crate::rewrite::response::RestoreBody;
 use crate::route::Target;
 use crate::usage::UsageTap;
 use crate::Shared;
@@ -45,14 +48,22 @@ pub struct Forward<'a> {
     pub features: &'a RequestFeatures,
     /// The client's request head.
     pub parts: &'a Parts,
-    /// The body, forwarded as received.
+    /// The body, forwarded as received (or with its model rewritten).
     pub body: Bytes,
-    /// The model the request named.
+    /// The model the request is sent to.
     pub model: &'a str,
+    /// The model the client asked for, when a rewrite sent the request to another: the answer
+    /// names it again.
+    pub restore: Option<&'a str>,
     /// When the request arrived.
     pub started: Instant,
     /// When the route timeout ends, if the pool has one.
     pub deadline: Option<Instant>,
+    /// Its flow-control permit, handed to the response's accounting.
+    pub permit: Option<FlowPermit>,
+    /// Its rate-limit reservation, settled by the response's accounting (refunded if no
+    /// endpoint answers).
+    pub limit: Option<LimitTicket>,
 }
 
 /// An error and its causes on one line (hyper's own message is only the outermost).
@@ -70,10 +81,13 @@ pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
 impl Forward<'_> {
     /// Tries the primary, then each fallback, until one answers.
     pub async fn send(
-        self,
+        mut self,
         pick: Pick,
         first: Dispatch,
     ) -> Result<Response<ResponseBody>, ApiError> {
+        // Without an answer the permit goes with this call, and flow control hears at once.
+        let mut permit = self.permit.take();
+        let mut limit = self.limit.take();
         let pool = &self.target.pool;
         let headers = headers::upstream(&self.parts.headers, self.model, &self.target.base_model);
         let path = self.parts.uri.path_and_query().map_or("/", |p| p.as_str());
@@ -127,7 +141,8 @@ impl Forward<'_> {
             let dispatched = Instant::now();
             let reason = match client.request(req).await {
                 Ok(resp) if resp.status() != StatusCode::SERVICE_UNAVAILABLE => {
-                    return Ok(self.respond(resp, dispatch, address, dispatched));
+                    let held = (permit.take(), limit.take());
+                    return Ok(self.respond(resp, dispatch, address, dispatched, held));
                 }
                 Ok(_) => {
                     last = format!("{address} answered 503");
@@ -158,6 +173,7 @@ impl Forward<'_> {
         dispatch: Dispatch,
         address: &str,
         dispatched: Instant,
+        (permit, limit): (Option<FlowPermit>, Option<LimitTicket>),
     ) -> Response<ResponseBody> {
         let (mut parts, body) = resp.into_parts();
         headers::strip_hop_by_hop(&mut parts.headers);
@@ -170,7 +186,10 @@ impl Forward<'_> {
             .and_then(|v| v.to_str().ok());
         let sse =
             content_type.is_some_and(|c| c.to_ascii_lowercase().starts_with("text/event-stream"));
-        let account = Accounting::new(
+        let restore = self
+            .restore
+            .and_then(|m| crate::rewrite::response::Restore::new(content_type, m));
+        let mut account = Accounting::new(
             Arc::clone(&self.shared.metrics),
             Arc::clone(&self.target.pool),
             self.model,
@@ -181,8 +200,23 @@ impl Forward<'_> {
             sse,
             UsageTap::for_content_type(content_type),
         );
+        if let Some(p) = permit {
+            account.hold(p);
+        }
+        if let Some(t) = limit {
+            let failed = parts.status.is_client_error() || parts.status.is_server_error();
+            account.hold_limit(t, failed);
+        }
         let body = ProxyBody::new(body, self.deadline, sse, address.to_owned(), account);
-        Response::from_parts(parts, ResponseBody::Proxy(Box::new(body)))
+        let body = match restore {
+            None => ResponseBody::Proxy(Box::new(body)),
+            Some(r) => {
+                // The renamed body's length differs from the upstream's.
+                parts.headers.remove(CONTENT_LENGTH);
+                ResponseBody::Restored(Box::new(RestoreBody::new(body, r)))
+            }
+        };
+        Response::from_parts(parts, body)
     }
 }
 

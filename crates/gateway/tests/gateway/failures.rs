@@ -166,8 +166,10 @@ async fn a_crash_mid_stream_ends_the_stream_with_an_error_event_promptly() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_endpoint_saturated_sheds_with_429_and_retry_after_but_not_critical() {
-    let saturated = "vllm:num_requests_waiting 12\nvllm:num_requests_running 40\nvllm:kv_cache_usage_perc 0.95\n";
+async fn a_saturated_pool_sheds_sheddable_queues_standard_and_lets_critical_through() {
+    // Each endpoint at max(7 / 5, 0.95 / 0.8) = 1.4: over the Standard and Sheddable ceiling
+    // (1), under the Critical one (2).
+    let saturated = "vllm:num_requests_waiting 7\nvllm:num_requests_running 40\nvllm:kv_cache_usage_perc 0.95\n";
     let script = Script {
         metrics: saturated.into(),
         content_type: "application/json",
@@ -180,28 +182,52 @@ async fn every_endpoint_saturated_sheds_with_429_and_retry_after_but_not_critica
     );
     let gw = TestGateway::ready(&config_yaml(
         &[PoolDef::new("p", "m", vec![a.addr, b.addr])],
-        "",
+        "  flowControl: {queueTtl: 1s}\n",
     ))
     .await;
-    // The load summary is computed when scrapes land; give it a round.
+    let body = || chat("m", "hi", json!({})).to_string();
+    let sheddable = [("x-gateway-inference-objective", "Sheddable")];
+    // The pool's state is computed when scrapes land; give it a round.
     eventually("the pool looks saturated", || async {
         let (s, _, _) = gw
-            .post("/v1/chat/completions", &chat("m", "hi", json!({})))
+            .post_with("/v1/chat/completions", body(), &sheddable)
             .await;
         s == StatusCode::TOO_MANY_REQUESTS
     })
     .await;
     let (s, h, b) = gw
-        .post("/v1/chat/completions", &chat("m", "hi", json!({})))
+        .post_with("/v1/chat/completions", body(), &sheddable)
         .await;
     assert_eq!(s, StatusCode::TOO_MANY_REQUESTS);
     let retry: u64 = h["retry-after"].to_str().unwrap().parse().unwrap();
     assert!((1..=60).contains(&retry));
+    assert_eq!(h["x-llm-d-request-dropped-reason"], "rejected-saturated");
     assert_eq!(error_of(&b)["code"], "pool_saturated");
+
+    // Standard waits for capacity that never comes, then gets 503 at its queue TTL.
+    let t0 = Instant::now();
+    let (s, h, b) = gw
+        .post_with(
+            "/v1/chat/completions",
+            body(),
+            &[("x-gateway-inference-objective", "0")],
+        )
+        .await;
+    let waited = t0.elapsed();
+    assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{b:?}");
+    assert!(
+        waited >= Duration::from_secs(1) && waited < Duration::from_secs(5),
+        "{waited:?}"
+    );
+    assert_eq!(h["x-llm-d-request-dropped-reason"], "rejected-ttl-expired");
+    assert!(h.get("retry-after").is_none());
+    assert_eq!(error_of(&b)["code"], "queue_timeout");
+
+    // Critical goes at once.
     let (s, _, _) = gw
         .post_with(
             "/v1/chat/completions",
-            chat("m", "hi", json!({})).to_string(),
+            body(),
             &[("x-gateway-inference-objective", "Critical")],
         )
         .await;
@@ -209,6 +235,14 @@ async fn every_endpoint_saturated_sheds_with_429_and_retry_after_but_not_critica
     let m = gw.metric_text().await;
     assert!(
         metric_sum(&m, "infergate_shed_requests_total{pool=\"p\"}") >= 2.0,
+        "{m}"
+    );
+    let expired = "infergate_flow_rejections_total{pool=\"p\",band=\"Standard\",reason=\"rejected-ttl-expired\"}";
+    assert_eq!(metric_sum(&m, expired), 1.0, "{m}");
+    let waits = "infergate_flow_queue_wait_seconds_count{pool=\"p\",band=\"Critical\"}";
+    assert_eq!(metric_sum(&m, waits), 1.0, "{m}");
+    assert!(
+        m.contains("infergate_flow_queue_requests{pool=\"p\",band=\"Standard\"} 0"),
         "{m}"
     );
 }

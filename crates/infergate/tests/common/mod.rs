@@ -35,11 +35,27 @@ impl Drop for Running {
 /// One HTTP/1.1 request with a JSON body (empty for none) to `addr` ("ip:port"); the whole raw
 /// response, or `None` if the connection failed or timed out.
 pub fn http(addr: &str, method: &str, path: &str, body: &str, timeout: Duration) -> Option<String> {
+    http_with(addr, method, path, &[], body, timeout)
+}
+
+/// [`http`] with extra request `headers`.
+pub fn http_with(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+    timeout: Duration,
+) -> Option<String> {
     let mut stream = TcpStream::connect(addr).ok()?;
     stream.set_read_timeout(Some(timeout)).ok()?;
+    let extra: String = headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
     write!(
         stream,
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n{body}",
         body.len()
     )
     .ok()?;

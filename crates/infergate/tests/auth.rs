@@ -1,0 +1,328 @@
+//! `infergate serve` with JWT auth as a user runs it: keys served by an issuer over loopback
+//! HTTP (`remoteJWKS`), 401/403/200 through the gateway, a flood of made-up `kid`s that does
+//! not hammer the issuer, a key rotated in without a restart, and no token in the logs.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use common::{free_port, infergate, wait_for, Running};
+use ring::rand::SystemRandom;
+use ring::signature::{self, EcdsaKeyPair, Ed25519KeyPair, KeyPair};
+use serde_json::{json, Value};
+
+/// The gateway loads keys again on an unknown `kid` at most this often (its default).
+const MIN_GAP: Duration = Duration::from_secs(5);
+
+fn b64(b: impl AsRef<[u8]>) -> String {
+    URL_SAFE_NO_PAD.encode(b)
+}
+
+enum Key {
+    Es256(EcdsaKeyPair),
+    EdDsa(Ed25519KeyPair),
+}
+
+impl Key {
+    fn p256() -> Key {
+        let rng = SystemRandom::new();
+        let alg = &signature::ECDSA_P256_SHA256_FIXED_SIGNING;
+        let pkcs8 = EcdsaKeyPair::generate_pkcs8(alg, &rng).unwrap();
+        Key::Es256(EcdsaKeyPair::from_pkcs8(alg, pkcs8.as_ref(), &rng).unwrap())
+    }
+
+    fn ed25519() -> Key {
+        let pkcs8 = Ed25519KeyPair::generate_pkcs8(&SystemRandom::new()).unwrap();
+        Key::EdDsa(Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).unwrap())
+    }
+
+    fn jwk(&self, kid: &str) -> Value {
+        match self {
+            Key::Es256(k) => {
+                let p = k.public_key().as_ref();
+                json!({"kty": "EC", "crv": "P-256", "kid": kid, "use": "sig",
+                       "x": b64(&p[1..33]), "y": b64(&p[33..65])})
+            }
+            Key::EdDsa(k) => {
+                json!({"kty": "OKP", "crv": "Ed25519", "kid": kid, "x": b64(k.public_key())})
+            }
+        }
+    }
+
+    fn token(&self, kid: &str, claims: &Value) -> String {
+        let alg = match self {
+            Key::Es256(_) => "ES256",
+            Key::EdDsa(_) => "EdDSA",
+        };
+        let input = format!(
+            "{}.{}",
+            b64(json!({"alg": alg, "kid": kid, "typ": "JWT"}).to_string()),
+            b64(claims.to_string())
+        );
+        let sig = match self {
+            Key::Es256(k) => k
+                .sign(&SystemRandom::new(), input.as_bytes())
+                .unwrap()
+                .as_ref()
+                .to_vec(),
+            Key::EdDsa(k) => k.sign(input.as_bytes()).as_ref().to_vec(),
+        };
+        format!("{input}.{}", b64(sig))
+    }
+}
+
+fn claims(groups: &[&str], exp_in: i64) -> Value {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    json!({"iss": "https://idp.test", "aud": ["infergate"], "sub": "alice", "org": "team-a",
+           "tier": "Critical", "groups": groups, "iat": now, "exp": now + exp_in})
+}
+
+/// A JWKS issuer on a loopback port: serves the current document, counts the fetches.
+struct Issuer {
+    port: u16,
+    document: Arc<Mutex<String>>,
+    hits: Arc<AtomicUsize>,
+}
+
+impl Issuer {
+    fn start(document: String) -> Issuer {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let document = Arc::new(Mutex::new(document));
+        let hits = Arc::new(AtomicUsize::new(0));
+        let (doc, count) = (Arc::clone(&document), Arc::clone(&hits));
+        // Lives as long as the test process; one connection at a time is plenty.
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
+                    head.push(byte[0]);
+                }
+                count.fetch_add(1, Ordering::SeqCst);
+                let body = doc.lock().unwrap().clone();
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/jwk-set+json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        Issuer {
+            port,
+            document,
+            hits,
+        }
+    }
+
+    fn publish(&self, keys: &[Value]) {
+        *self.document.lock().unwrap() = json!({ "keys": keys }).to_string();
+    }
+
+    fn hits(&self) -> usize {
+        self.hits.load(Ordering::SeqCst)
+    }
+}
+
+/// A chat request with an optional bearer token; the raw response.
+fn chat(port: u16, token: Option<&str>) -> String {
+    let body =
+        r#"{"model": "llama", "max_tokens": 3, "messages": [{"role": "user", "content": "hi"}]}"#;
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    write!(
+        stream,
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    stream.read_to_string(&mut out).unwrap();
+    out
+}
+
+fn status(resp: &str) -> &str {
+    resp.get(9..12).unwrap_or("")
+}
+
+#[test]
+fn serve_checks_jwts_against_a_remote_jwks_and_takes_a_rotated_key_without_restart() {
+    let (k1, k2) = (Key::p256(), Key::ed25519());
+    let issuer = Issuer::start(String::new());
+    issuer.publish(&[k1.jwk("k1")]);
+
+    let replica = free_port();
+    let _sim = Running(
+        infergate()
+            .args([
+                "sim",
+                "--model",
+                "instant",
+                "--served-model-name",
+                "llama",
+                "--port",
+            ])
+            .arg(replica.to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let dir = std::env::temp_dir().join(format!("infergate-auth-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("gateway.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "apiVersion: infergate.dev/v1alpha1
+kind: InferenceGatewayConfig
+spec:
+  bbr: {{enabled: true}}
+  auth:
+    jwt:
+      provider:
+        name: test-idp
+        issuer: https://idp.test
+        remoteJWKS: {{uri: 'http://127.0.0.1:{}/.well-known/jwks.json'}}
+        audiences: [infergate]
+        requiredClaims:
+          - {{name: groups, valueType: StringArray, values: [ml]}}
+  tenancy:
+    tenant: {{claim: org}}
+    criticality: {{claim: tier}}
+  schedulers:
+    - name: llama
+      modelName: llama
+      modelSelector: {{matchLabels: {{app: llama}}}}
+  endpoints:
+    - address: 127.0.0.1:{replica}
+      labels: {{app: llama}}
+",
+            issuer.port
+        ),
+    )
+    .unwrap();
+    let log = dir.join("gateway.log");
+    let (port, admin) = (free_port(), free_port());
+    let gateway = Running(
+        infergate()
+            .args(["serve", "--config"])
+            .arg(&file)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
+            // Every log line the gateway can write, so that none can hide a token.
+            .env("RUST_LOG", "trace")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for("readyz (scraped, keys loaded)", || {
+        common::get(admin, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
+    });
+    assert_eq!(issuer.hits(), 1, "one fetch at start-up");
+    let mut tokens = Vec::new();
+
+    // No token: 401 with a bare challenge; health stays open.
+    let r = chat(port, None);
+    assert_eq!(status(&r), "401", "{r}");
+    assert!(
+        r.to_ascii_lowercase()
+            .contains("www-authenticate: bearer realm=\"test-idp\"\r\n"),
+        "{r}"
+    );
+    assert!(common::get(admin, "/healthz")
+        .unwrap()
+        .starts_with("HTTP/1.1 200"));
+
+    // Signed by a stranger under a known kid: 401 invalid_token.
+    let forged = Key::p256().token("k1", &claims(&["ml"], 600));
+    let r = chat(port, Some(&forged));
+    assert_eq!(status(&r), "401", "{r}");
+    assert!(r.contains("error=\"invalid_token\""), "{r}");
+    tokens.push(forged);
+
+    // Expired: 401.
+    let expired = k1.token("k1", &claims(&["ml"], -3600));
+    let r = chat(port, Some(&expired));
+    assert_eq!(status(&r), "401", "{r}");
+    assert!(r.contains("the token has expired"), "{r}");
+    tokens.push(expired);
+
+    // Valid, but not in the required group: 403 insufficient_scope.
+    let outsider = k1.token("k1", &claims(&["ops"], 600));
+    let r = chat(port, Some(&outsider));
+    assert_eq!(status(&r), "403", "{r}");
+    assert!(r.contains("error=\"insufficient_scope\""), "{r}");
+    assert!(r.contains("\"code\":\"insufficient_scope\""), "{r}");
+    tokens.push(outsider);
+
+    // Valid: served.
+    let member = k1.token("k1", &claims(&["ml"], 600));
+    let r = chat(port, Some(&member));
+    assert_eq!(status(&r), "200", "{r}");
+    tokens.push(member);
+
+    // A flood of made-up kids: all 401, at most one fetch however many arrive.
+    let before = issuer.hits();
+    let flood_started = Instant::now();
+    for i in 0..50 {
+        let t = k1.token(&format!("made-up-{i}"), &claims(&["ml"], 600));
+        assert_eq!(status(&chat(port, Some(&t))), "401");
+        tokens.push(t);
+    }
+    assert!(
+        flood_started.elapsed() < MIN_GAP,
+        "the flood must fit in one gap to prove the limit"
+    );
+    assert!(
+        issuer.hits() - before <= 1,
+        "{} fetches for one flood",
+        issuer.hits() - before
+    );
+
+    // Rotation: the issuer adds k2 and signs with it; once the gap has passed since any fetch,
+    // the first k2 token makes the gateway fetch again and is accepted — no restart.
+    issuer.publish(&[k1.jwk("k1"), k2.jwk("k2")]);
+    std::thread::sleep(MIN_GAP + Duration::from_millis(500));
+    let before = issuer.hits();
+    let rotated = k2.token("k2", &claims(&["ml"], 600));
+    let r = chat(port, Some(&rotated));
+    assert_eq!(status(&r), "200", "{r}");
+    assert_eq!(issuer.hits(), before + 1, "one fetch brought the new key");
+    tokens.push(rotated);
+    let r = chat(port, Some(&k1.token("k1", &claims(&["ml"], 600))));
+    assert_eq!(
+        status(&r),
+        "200",
+        "the old key still verifies while it is published: {r}"
+    );
+
+    drop(gateway);
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        log.contains("signing keys loaded"),
+        "the log was captured:\n{log}"
+    );
+    for t in &tokens {
+        let signature = t.rsplit('.').next().unwrap();
+        assert!(!log.contains(signature), "a token reached the log:\n{log}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,461 @@
+//! Rate limits shared by two `infergate serve` processes through one real `redis-server`, in
+//! front of a simulated replica (`instant` profile):
+//! - hammered through both gateways at once, a tenant is admitted no more than its limit allows
+//!   over the whole run, and the refusals are 429 with Retry-After and the dropped reason;
+//! - tokens per minute are settled with the usage the model server reports, not the estimate;
+//! - when Redis dies, a fail-open gateway admits and a fail-closed one answers 503, both say so
+//!   in their logs and metrics, and both recover when Redis is back.
+//!
+//! Needs `redis-server` on the PATH (or its path in `REDIS_SERVER`); without it these tests
+//! fail, naming what to install.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{free_port, infergate, wait_for, Running};
+
+/// Starts `redis-server` on `port` (loopback, nothing persisted).
+fn redis_server(port: u16) -> Running {
+    let bin = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned());
+    let child = Command::new(&bin)
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot start `{bin}` ({e}): these tests need a real Redis; install it \
+                 (apt-get install -y redis-server) or set REDIS_SERVER to its path"
+            )
+        });
+    let running = Running(child);
+    wait_for("redis-server to listen", || {
+        TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    running
+}
+
+/// One command to Redis; the raw reply.
+fn redis(port: u16, args: &[&str]) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut cmd = format!("*{}\r\n", args.len());
+    for a in args {
+        cmd.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    s.write_all(cmd.as_bytes()).unwrap();
+    let mut buf = [0u8; 512];
+    let n = s.read(&mut buf).unwrap();
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+fn sim() -> (Running, u16) {
+    let port = free_port();
+    let child = infergate()
+        .args(["sim", "--model", "instant", "--served-model-name", "llama"])
+        .args(["--port", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    (Running(child), port)
+}
+
+/// A gateway and where it listens; its log goes to `log`.
+struct Gateway {
+    _child: Running,
+    port: u16,
+    admin: u16,
+    log: PathBuf,
+}
+
+fn gateway(dir: &Path, name: &str, replica: u16, limits: &str) -> Gateway {
+    let file = dir.join(format!("{name}.yaml"));
+    std::fs::write(
+        &file,
+        format!(
+            "apiVersion: infergate.dev/v1alpha1
+kind: InferenceGatewayConfig
+spec:
+  bbr: {{enabled: true}}
+  rateLimits:
+{limits}  schedulers:
+    - name: llama
+      modelName: llama
+      modelSelector: {{matchLabels: {{app: llama}}}}
+  endpoints:
+    - address: 127.0.0.1:{replica}
+      labels: {{app: llama}}
+"
+        ),
+    )
+    .unwrap();
+    let log = dir.join(format!("{name}.log"));
+    let (port, admin) = (free_port(), free_port());
+    let child = infergate()
+        .args(["serve", "--config"])
+        .arg(&file)
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let g = Gateway {
+        _child: Running(child),
+        port,
+        admin,
+        log,
+    };
+    wait_for("readyz", || {
+        common::get(admin, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
+    });
+    g
+}
+
+impl Gateway {
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn metric(&self, series: &str) -> f64 {
+        let text = common::get(self.admin, "/metrics").unwrap_or_default();
+        text.lines()
+            .filter(|l| l.starts_with(series))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+}
+
+/// A response: status, lower-cased headers, body, and when the request was sent and
+/// answered.
+struct Answer {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+    sent: Instant,
+    answered: Instant,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Prompt plus completion tokens from `usage`.
+    fn used(&self) -> u64 {
+        let v: serde_json::Value = serde_json::from_str(&self.body).unwrap();
+        v["usage"]["prompt_tokens"].as_u64().unwrap()
+            + v["usage"]["completion_tokens"].as_u64().unwrap()
+    }
+}
+
+/// The chat messages every request sends, and the gateway's estimate of its prompt: a quarter
+/// of the bytes of the `messages` JSON, rounded up.
+const MESSAGES: &str = r#"[{"role":"user","content":"hello there my friend"}]"#;
+const MAX_TOKENS: u64 = 5;
+
+fn chat(port: u16, tenant: &str) -> Answer {
+    let body = format!(r#"{{"model":"llama","max_tokens":{MAX_TOKENS},"messages":{MESSAGES}}}"#);
+    let sent = Instant::now();
+    let raw = common::http_with(
+        &format!("127.0.0.1:{port}"),
+        "POST",
+        "/v1/chat/completions",
+        &[("x-gateway-inference-fairness-id", tenant)],
+        &body,
+        Duration::from_secs(10),
+    )
+    .expect("the gateway answers");
+    let answered = Instant::now();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status line: {raw}"));
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    Answer {
+        status,
+        headers,
+        body: body.to_owned(),
+        sent,
+        answered,
+    }
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("infergate-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Requests per second of tenant `rps`.
+const RPS: u64 = 5;
+/// Tokens per minute of tenant `tpm`.
+const TPM: u64 = 200;
+
+#[test]
+fn two_gateways_on_one_redis_never_exceed_the_tenants_limits() {
+    let redis_port = free_port();
+    let _redis = redis_server(redis_port);
+    let (_sim, replica) = sim();
+    let dir = temp_dir("rate-limits");
+    // A generous store timeout: a loaded CI machine must not turn a slow answer into a
+    // fail-open admission, which would break the count below for the wrong reason.
+    let limits = format!(
+        "    store: redis://127.0.0.1:{redis_port}
+    storeTimeout: 2s
+    tenants:
+      - {{tenant: rps, requestsPerSecond: {RPS}}}
+      - {{tenant: tpm, tokensPerMinute: {TPM}}}
+"
+    );
+    let gateways = Arc::new([
+        gateway(&dir, "a", replica, &limits),
+        gateway(&dir, "b", replica, &limits),
+    ]);
+
+    // Requests per second: two clients on each gateway, sending again as soon as they are
+    // admitted and 5 ms after a refusal (far faster than 5 a second, without flooding a small
+    // CI machine).
+    let run = Duration::from_secs(3);
+    let clients: Vec<_> = (0..4)
+        .map(|i| {
+            let gateways = Arc::clone(&gateways);
+            thread::spawn(move || {
+                let port = gateways[i % 2].port;
+                let start = Instant::now();
+                let mut answers = Vec::new();
+                while start.elapsed() < run {
+                    let a = chat(port, "rps");
+                    if a.status == 429 {
+                        thread::sleep(Duration::from_millis(5));
+                    }
+                    answers.push((i % 2, a));
+                }
+                answers
+            })
+        })
+        .collect();
+    let answers: Vec<(usize, Answer)> = clients
+        .into_iter()
+        .flat_map(|c| c.join().unwrap())
+        .collect();
+    let admitted: Vec<&Answer> = answers
+        .iter()
+        .map(|(_, a)| a)
+        .filter(|a| a.status == 200)
+        .collect();
+    for (_, a) in &answers {
+        match a.status {
+            200 => {}
+            429 => {
+                assert_eq!(
+                    a.header("x-llm-d-request-dropped-reason"),
+                    Some("rejected-rate-limited")
+                );
+                let secs: u64 = a.header("retry-after").unwrap().parse().unwrap();
+                assert_eq!(secs, 1, "a 5/s bucket refills a request within a second");
+            }
+            other => panic!("status {other}: {}", a.body),
+        }
+    }
+    // Redis admitted each request between its sending and its answer, so on Redis's clock the
+    // admissions span at most from the first one's sending to the last one's answer. Over that
+    // window the bucket admits at most one second's burst plus the refill. The window is
+    // measured here on the monotonic clock; Redis's is the wall clock in whole milliseconds, so
+    // it may read 1 ms more, and NTP may slew it by up to 500 ppm. No other tolerance.
+    // Every decision was Redis's: none failed open.
+    for g in gateways.iter() {
+        assert_eq!(g.metric("infergate_rate_limit_store_errors_total"), 0.0);
+    }
+    let first = admitted.iter().map(|a| a.sent).min().unwrap();
+    let last = admitted.iter().map(|a| a.answered).max().unwrap();
+    let measured_ms = (last - first).as_millis() as u64;
+    let window_ms = measured_ms + 1 + measured_ms.div_ceil(2_000);
+    let bound = RPS + RPS * window_ms / 1000;
+    let n = admitted.len() as u64;
+    eprintln!(
+        "requests/s: {n} admitted of {} over {window_ms} ms by two gateways; the limit allows {bound}",
+        answers.len()
+    );
+    assert!(
+        n <= bound,
+        "{n} admitted over {window_ms} ms by two gateways; the limit allows {bound}"
+    );
+    // Both gateways took part, and the limiter is not refusing everything: hammered for the
+    // whole run, the tenant gets at least half of what it may.
+    for g in 0..2 {
+        let mine = answers
+            .iter()
+            .filter(|(i, a)| *i == g && a.status == 200)
+            .count();
+        let refused = answers
+            .iter()
+            .filter(|(i, a)| *i == g && a.status == 429)
+            .count();
+        assert!(
+            mine > 0 && refused > 0,
+            "gateway {g}: {mine} admitted, {refused} refused"
+        );
+    }
+    assert!(
+        n * 2 >= bound,
+        "only {n} admitted; the limit allows {bound}"
+    );
+    let counted: f64 = gateways
+        .iter()
+        .map(|g| {
+            g.metric(r#"infergate_rate_limit_decisions_total{tenant="rps",outcome="admitted"}"#)
+        })
+        .sum();
+    assert_eq!(counted as u64, n);
+
+    // Tokens per minute, settled with real usage: requests alternate between the gateways,
+    // one at a time, each settled before the next is sent.
+    let prompt_estimate = (MESSAGES.len() as u64).div_ceil(4);
+    let estimate = prompt_estimate + MAX_TOKENS;
+    let start = Instant::now();
+    let mut used = Vec::new();
+    let refusal = loop {
+        assert!(used.len() < 40, "never refused");
+        let a = chat(gateways[used.len() % 2].port, "tpm");
+        if a.status != 200 {
+            break a;
+        }
+        used.push(a.used());
+        // The settlement runs once the answer's body has passed; give it time to land.
+        thread::sleep(Duration::from_millis(100));
+    };
+    let elapsed_ms = start.elapsed().as_millis() as u64 + 1;
+    // What Redis drained meanwhile, in tokens (rounded up): it only ever makes room.
+    let drained = (elapsed_ms * TPM).div_ceil(60_000);
+    let spent: u64 = used.iter().sum();
+    eprintln!(
+        "tokens/min: {} admitted using {used:?} tokens (estimate {estimate} each) before a 429",
+        used.len()
+    );
+    assert_eq!(refusal.status, 429, "{}", refusal.body);
+    assert_eq!(
+        refusal.header("x-llm-d-request-dropped-reason"),
+        Some("rejected-rate-limited")
+    );
+    // The real usage is above the estimate (the replica counts its chat template), so a
+    // gateway that kept estimates would admit more than the settled usage allows.
+    assert!(
+        used.iter().all(|&u| u > estimate),
+        "usage {used:?}, estimate {estimate}"
+    );
+    // Each admitted request fitted on the usage settled before it; the refused one did not.
+    let mut before = 0;
+    for &u in &used {
+        assert!(
+            before + estimate <= TPM + drained,
+            "admitted over the limit: {used:?}"
+        );
+        before += u;
+    }
+    assert!(spent + estimate > TPM, "refused within the limit: {used:?}");
+    // Redis holds the settled usage, less what drained.
+    let reply = redis(redis_port, &["HGET", "infergate:ratelimit:tokens:tpm", "l"]);
+    let level: u64 = reply.lines().nth(1).unwrap().parse().unwrap();
+    assert!(
+        level <= spent * 60_000 && level + elapsed_ms * TPM >= spent * 60_000,
+        "level {level} units for {spent} tokens spent over {elapsed_ms} ms"
+    );
+    // Retry-After: the excess over the limit drains at TPM a minute.
+    let secs: u64 = refusal.header("retry-after").unwrap().parse().unwrap();
+    let longest = ((spent + estimate - TPM) * 60).div_ceil(TPM);
+    assert!(
+        (1..=longest).contains(&secs),
+        "Retry-After {secs}, at most {longest}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn when_redis_dies_fail_open_admits_and_fail_closed_refuses_and_both_recover() {
+    let redis_port = free_port();
+    let redis_proc = redis_server(redis_port);
+    let (_sim, replica) = sim();
+    let dir = temp_dir("rate-limits-down");
+    let limits = |on_error: &str| {
+        format!(
+            "    store: redis://127.0.0.1:{redis_port}
+    storeTimeout: 2s
+    onStoreError: {on_error}
+    default: {{requestsPerSecond: 1000}}
+"
+        )
+    };
+    let open = gateway(&dir, "open", replica, &limits("failOpen"));
+    let closed = gateway(&dir, "closed", replica, &limits("failClosed"));
+    assert_eq!(chat(open.port, "t").status, 200);
+    assert_eq!(chat(closed.port, "t").status, 200);
+
+    drop(redis_proc);
+    for _ in 0..5 {
+        assert_eq!(chat(open.port, "t").status, 200);
+        let refused = chat(closed.port, "t");
+        assert_eq!(refused.status, 503, "{}", refused.body);
+        assert_eq!(refused.header("retry-after"), Some("1"));
+        assert_eq!(
+            refused.header("x-llm-d-request-dropped-reason"),
+            Some("rejected-rate-limit-unavailable")
+        );
+    }
+    assert_eq!(
+        open.metric(r#"infergate_rate_limit_decisions_total{tenant="*",outcome="failed_open"}"#),
+        5.0
+    );
+    assert_eq!(
+        closed
+            .metric(r#"infergate_rate_limit_decisions_total{tenant="*",outcome="failed_closed"}"#),
+        5.0
+    );
+    for g in [&open, &closed] {
+        assert!(g.metric("infergate_rate_limit_store_errors_total") >= 5.0);
+    }
+    assert!(
+        open.log().contains("admitting requests without limits"),
+        "{}",
+        open.log()
+    );
+    assert!(
+        closed.log().contains("refusing limited requests with 503"),
+        "{}",
+        closed.log()
+    );
+
+    // Redis comes back on the same port: both gateways reconnect and count again.
+    let _redis = redis_server(redis_port);
+    wait_for("both gateways to count again", || {
+        // Within half a second of a failure a gateway does not ask Redis again.
+        assert_eq!(chat(open.port, "t").status, 200);
+        chat(closed.port, "t").status == 200 && open.log().contains("answers again")
+    });
+    assert!(closed.log().contains("answers again"), "{}", closed.log());
+    let admitted = |g: &Gateway| {
+        g.metric(r#"infergate_rate_limit_decisions_total{tenant="*",outcome="admitted"}"#)
+    };
+    assert!(admitted(&open) >= 2.0 && admitted(&closed) >= 2.0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
