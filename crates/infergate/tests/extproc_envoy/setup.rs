@@ -1,0 +1,144 @@
+//! The processes of a test besides Envoy: `infergate extproc` over a config written for the
+//! test, and `infergate sim` replicas.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::common::{free_port, get, infergate, wait_for, Running};
+
+/// A directory removed when dropped.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(what: &str) -> TempDir {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "infergate-extproc-test-{}-{what}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A pool of a test config.
+pub struct PoolDef<'a> {
+    pub name: &'a str,
+    pub model: &'a str,
+    pub endpoints: Vec<SocketAddr>,
+    /// YAML lines added to the scheduler (indented 6).
+    pub extra: &'a str,
+}
+
+/// An InferenceGatewayConfig over `pools`; `spec_extra` is added under `spec:` (indented 2).
+pub fn gateway_config(pools: &[PoolDef<'_>], spec_extra: &str) -> String {
+    let mut y = format!(
+        "apiVersion: infergate.dev/v1alpha1\nkind: InferenceGatewayConfig\nspec:\n  bbr: {{enabled: true}}\n{spec_extra}  schedulers:\n"
+    );
+    for p in pools {
+        y.push_str(&format!(
+            "    - name: {}\n      modelName: {}\n      modelSelector: {{matchLabels: {{pool: {}}}}}\n{}",
+            p.name, p.model, p.name, p.extra
+        ));
+    }
+    y.push_str("  endpoints:\n");
+    for p in pools {
+        for e in &p.endpoints {
+            y.push_str(&format!(
+                "    - {{address: \"{e}\", labels: {{pool: {}}}}}\n",
+                p.name
+            ));
+        }
+    }
+    y
+}
+
+/// A running `infergate extproc`.
+pub struct Picker {
+    pub port: u16,
+    pub admin: u16,
+    pub child: Running,
+    _dir: TempDir,
+}
+
+impl Picker {
+    /// Starts `infergate extproc` over `config` and waits until it is ready (every endpoint
+    /// scraped).
+    pub fn start(config: &str) -> Picker {
+        let dir = TempDir::new("picker");
+        let file = dir.path().join("gateway.yaml");
+        std::fs::write(&file, config).unwrap();
+        let (port, admin) = (free_port(), free_port());
+        let log = std::fs::File::create(dir.path().join("extproc.log")).unwrap();
+        let child = infergate()
+            .args(["extproc", "--config"])
+            .arg(&file)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let picker = Picker {
+            port,
+            admin,
+            child: Running(child),
+            _dir: dir,
+        };
+        wait_for("infergate extproc to be ready", || {
+            get(admin, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
+        });
+        picker
+    }
+
+    /// infergate's `/metrics`.
+    pub fn metrics(&self) -> String {
+        get(self.admin, "/metrics").unwrap_or_default()
+    }
+
+    /// The value of one exposition line, like `infergate_requests_total{…}`; 0 when absent.
+    pub fn metric(&self, series: &str) -> f64 {
+        self.metrics()
+            .lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0.0)
+    }
+}
+
+/// An `infergate sim` replica of the `instant` profile serving `model`.
+pub fn sim(model: &str) -> (SocketAddr, Running) {
+    let port = free_port();
+    let child: Child = infergate()
+        .args([
+            "sim",
+            "--model",
+            "instant",
+            "--served-model-name",
+            model,
+            "--port",
+        ])
+        .arg(port.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let running = Running(child);
+    wait_for("a sim replica", || {
+        get(port, "/health").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
+    });
+    (SocketAddr::from(([127, 0, 0, 1], port)), running)
+}
