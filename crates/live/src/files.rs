@@ -1,0 +1,278 @@
+//! The files a live run writes: the simulated fleet, the gateway's config and Envoy's.
+
+use infergate_bench::scenario::Scenario;
+use infergate_bench::workload::BenchRequest;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+
+/// The model name every replica serves and every request names.
+pub const MODEL: &str = "bench";
+
+/// The label every replica carries and the gateway's pool selects.
+const APP_LABEL: &str = "bench";
+
+/// The engine seed of replica `index` in a run seeded `seed`: the virtual runner's, so a live
+/// replica draws the same step-time jitter as its virtual twin.
+pub fn replica_seed(seed: u64, index: usize) -> u64 {
+    seed.wrapping_mul(1_000).wrapping_add(index as u64)
+}
+
+/// The adapters `requests` name, in order of first appearance: what every replica with LoRA
+/// slots serves (as the virtual runner registers them) and what the gateway's pool routes.
+pub fn adapters(requests: &[BenchRequest]) -> Vec<String> {
+    let mut seen = Vec::new();
+    for name in requests.iter().filter_map(|r| r.adapter.as_deref()) {
+        if !seen.iter().any(|s: &String| s == name) {
+            seen.push(name.to_owned());
+        }
+    }
+    seen
+}
+
+/// A `SimulatedFleet` with one replica per replica of `scenario`, in its order, at `addrs`;
+/// replicas with LoRA slots serve `adapters`.
+pub fn fleet_yaml(
+    scenario: &Scenario,
+    addrs: &[SocketAddr],
+    seed: u64,
+    adapters: &[String],
+) -> String {
+    let mut out = format!(
+        "apiVersion: infergate.dev/v1alpha1\nkind: SimulatedFleet\nspec:\n  \
+         defaults: {{servedModelName: {MODEL}}}\n  endpoints:\n"
+    );
+    for (i, (kind, addr)) in scenario.replicas().zip(addrs).enumerate() {
+        let lora = if kind.max_loras > 0 {
+            format!(
+                ", maxLoras: {}, maxCpuLoras: {}, loras: [{}]",
+                kind.max_loras,
+                kind.max_cpu_loras.max(kind.max_loras),
+                adapters.join(", ")
+            )
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            out,
+            "    - address: {addr}\n      labels: {{app: {APP_LABEL}}}\n      \
+             sim: {{model: {}, gpu: {}, tp: {}, seed: {}{lora}}}",
+            kind.model,
+            kind.gpu,
+            kind.tp,
+            replica_seed(seed, i)
+        );
+    }
+    out
+}
+
+/// An `InferenceGatewayConfig` with one pool over `replicas` that picks with the named
+/// `policy` and serves `adapters` behind the model; no route timeout, so a long answer is never
+/// cut. Flow control is at its defaults with `flow_control`, else off — as the virtual runner
+/// puts it in front of the picker only for scenarios with priority bands.
+pub fn gateway_yaml(
+    policy: &str,
+    replicas: &[SocketAddr],
+    adapters: &[String],
+    flow_control: bool,
+) -> String {
+    let mut out = format!(
+        "apiVersion: infergate.dev/v1alpha1\nkind: InferenceGatewayConfig\nspec:\n  \
+         bbr: {{enabled: true}}\n  schedulers:\n    - name: {MODEL}\n      modelName: {MODEL}\n      \
+         modelSelector: {{matchLabels: {{app: {APP_LABEL}}}}}\n      policy: {policy}\n      \
+         loraAdapters: [{}]\n      routeTimeout: 0s\n  discovery: static\n  \
+         flowControl: {{enabled: {flow_control}}}\n  endpoints:\n",
+        adapters.join(", ")
+    );
+    for addr in replicas {
+        let _ = writeln!(
+            out,
+            "    - {{address: {addr}, labels: {{app: {APP_LABEL}}}}}"
+        );
+    }
+    out
+}
+
+/// Envoy as a Kubernetes Service would balance: a static cluster of `replicas`, `ROUND_ROBIN`,
+/// HTTP/1.1 upstream, no retries. The route has no timeout (Envoy's default of 15 s would cut
+/// long streams) and the circuit breakers are raised beyond any load a run offers, so Envoy
+/// never answers 503 on its own and only its balancing is measured.
+pub fn envoy_yaml(listen: SocketAddr, admin: SocketAddr, replicas: &[SocketAddr]) -> String {
+    let mut out = format!(
+        r#"admin:
+  address: {{socket_address: {{address: {}, port_value: {}}}}}
+static_resources:
+  listeners:
+  - name: ingress
+    address: {{socket_address: {{address: {}, port_value: {}}}}}
+    filter_chains:
+    - filters:
+      - name: envoy.filters.network.http_connection_manager
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+          stat_prefix: ingress
+          codec_type: HTTP1
+          route_config:
+            name: local
+            virtual_hosts:
+            - name: all
+              domains: ["*"]
+              routes:
+              - match: {{prefix: "/"}}
+                route: {{cluster: replicas, timeout: 0s}}
+          http_filters:
+          - name: envoy.filters.http.router
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
+  clusters:
+  - name: replicas
+    type: STATIC
+    lb_policy: ROUND_ROBIN
+    connect_timeout: 1s
+    circuit_breakers:
+      thresholds:
+      - {{max_connections: 100000, max_pending_requests: 100000, max_requests: 100000}}
+    load_assignment:
+      cluster_name: replicas
+      endpoints:
+      - lb_endpoints:
+"#,
+        admin.ip(),
+        admin.port(),
+        listen.ip(),
+        listen.port()
+    );
+    for r in replicas {
+        let _ = writeln!(
+            out,
+            "        - endpoint: {{address: {{socket_address: {{address: {}, port_value: {}}}}}}}",
+            r.ip(),
+            r.port()
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use infergate_bench::scenario::ReplicaKind;
+    use infergate_bench::workload::Arrivals;
+
+    fn addrs(n: u16) -> Vec<SocketAddr> {
+        (0..n)
+            .map(|i| SocketAddr::from(([127, 0, 0, 1], 9000 + i)))
+            .collect()
+    }
+
+    #[test]
+    fn the_fleet_lists_every_replica_with_its_profile_and_the_virtual_runners_seed() {
+        let scenario = Scenario {
+            id: "t",
+            fleet: vec![
+                ReplicaKind {
+                    model: "llama-3.1-8b",
+                    gpu: "h100",
+                    tp: 1,
+                    count: 2,
+                    max_loras: 0,
+                    max_cpu_loras: 0,
+                },
+                ReplicaKind {
+                    model: "qwen3-32b",
+                    gpu: "a10g",
+                    tp: 4,
+                    count: 1,
+                    max_loras: 2,
+                    max_cpu_loras: 4,
+                },
+            ],
+            arrivals: Arrivals::Poisson,
+            lengths: infergate_bench::scenario::Lengths::AzureConversation,
+            load: 0.5,
+            seed_row: None,
+            adapters: None,
+            bands: None,
+        };
+        let adapters = vec!["ad-2".to_owned(), "ad-1".to_owned()];
+        let yaml = fleet_yaml(&scenario, &addrs(3), 2, &adapters);
+        assert!(yaml.contains(
+            "address: 127.0.0.1:9001\n      labels: {app: bench}\n      \
+             sim: {model: llama-3.1-8b, gpu: h100, tp: 1, seed: 2001}"
+        ));
+        let fleet = infergate_config::fleet::FleetFile::parse(&yaml).unwrap();
+        assert_eq!(fleet.len(), 3);
+        assert_eq!(fleet[0].settings.served_model_name.as_deref(), Some(MODEL));
+        assert_eq!(fleet[0].settings.max_loras, None, "no LoRA slots: LoRA off");
+        let lora = &fleet[2].settings;
+        assert_eq!(
+            (lora.gpu.as_deref(), lora.tp, lora.seed),
+            (Some("a10g"), Some(4), Some(2002))
+        );
+        assert_eq!((lora.max_loras, lora.max_cpu_loras), (Some(2), Some(4)));
+        assert_eq!(lora.loras.as_deref(), Some(&adapters[..]));
+    }
+
+    #[test]
+    fn adapters_are_listed_once_in_order_of_first_use() {
+        let req = |adapter: Option<&str>| BenchRequest {
+            at: std::time::Duration::ZERO,
+            prompt_tokens: 1,
+            output_tokens: 1,
+            block_hashes: Vec::new(),
+            adapter: adapter.map(str::to_owned),
+            band: None,
+            tenant: None,
+        };
+        let reqs = [req(Some("b")), req(None), req(Some("a")), req(Some("b"))];
+        assert_eq!(adapters(&reqs), vec!["b", "a"]);
+    }
+
+    #[test]
+    fn every_picker_policy_configures_the_gateways_pool() {
+        let served = vec!["ad-1".to_owned()];
+        for name in infergate_picker::Policy::NAMES {
+            let yaml = gateway_yaml(name, &addrs(2), &served, false);
+            let config = infergate_config::gateway::load_from_str(&yaml).unwrap();
+            let resolved = config.resolve().unwrap();
+            let pool = resolved.pool(MODEL).unwrap();
+            assert_eq!(pool.endpoints.len(), 2);
+            assert_eq!(pool.adapters, served);
+            assert!(!resolved.flow_control.enabled.value, "flow control off");
+            let policy = infergate_gateway::policy::pool_policy(pool, None).unwrap();
+            assert_eq!(policy.name(), name);
+        }
+        let on = infergate_config::gateway::load_from_str(&gateway_yaml(
+            "infergate",
+            &addrs(1),
+            &[],
+            true,
+        ))
+        .unwrap()
+        .resolve()
+        .unwrap();
+        assert!(on.flow_control.enabled.value, "flow control on");
+        let yaml = gateway_yaml("fastest", &addrs(1), &[], false);
+        let resolved = infergate_config::gateway::load_from_str(&yaml)
+            .unwrap()
+            .resolve()
+            .unwrap();
+        let err = infergate_gateway::policy::pool_policy(resolved.pool(MODEL).unwrap(), None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("fastest") && err.contains("least-request"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn envoy_balances_round_robin_over_every_replica() {
+        let envoy = envoy_yaml(
+            SocketAddr::from(([127, 0, 0, 1], 80)),
+            SocketAddr::from(([127, 0, 0, 1], 81)),
+            &addrs(2),
+        );
+        assert!(envoy.contains("port_value: 9000") && envoy.contains("port_value: 9001"));
+        assert!(envoy.contains("lb_policy: ROUND_ROBIN"));
+    }
+}

