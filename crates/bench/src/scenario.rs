@@ -124,13 +124,11 @@ impl Scenario {
             Lengths::MooncakeTrace => Some(Recorded::Blocks(read_mooncake_jsonl(
                 &traces_dir().join("mooncake-conversation.jsonl"),
             )?)),
-            Lengths::TraceFile(path) => Some(
-                if path.extension().is_some_and(|e| e == "jsonl") {
-                    Recorded::Blocks(read_mooncake_jsonl(path)?)
-                } else {
-                    Recorded::Lengths(read_azure_csv(path)?)
-                },
-            ),
+            Lengths::TraceFile(path) => Some(if path.extension().is_some_and(|e| e == "jsonl") {
+                Recorded::Blocks(read_mooncake_jsonl(path)?)
+            } else {
+                Recorded::Lengths(read_azure_csv(path)?)
+            }),
             Lengths::AzureConversation | Lengths::SharedPrefix150x5 => None,
         })
     }

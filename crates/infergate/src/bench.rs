@@ -3,9 +3,9 @@
 
 use anyhow::{bail, Context};
 use clap::Args;
-use infergate_bench::report::markdown_table;
+use infergate_bench::report::{band_table, markdown_table};
 use infergate_bench::scenario::{self, Scenario};
-use infergate_bench::suite::{run_scenario, ScenarioReport, POLICIES};
+use infergate_bench::suite::{run_scenario_with_progress, Progress, ScenarioReport};
 use std::time::{Duration, Instant};
 
 /// Flags of `infergate bench`.
@@ -20,12 +20,31 @@ pub struct BenchArgs {
     /// Policies to compare (default: every one).
     #[arg(long, value_delimiter = ',')]
     policies: Vec<String>,
+    /// Replay this trace (Azure CSV, or Mooncake-style JSONL with hash_ids) on --fleet, its
+    /// timestamps time-scaled to --load (default 0.6) of the fleet's capacity.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<std::path::PathBuf>,
+    /// The simulated fleet (a `SimulatedFleet` file, as `infergate sim --fleet`) for --trace.
+    #[arg(long, value_name = "FLEET.yaml")]
+    fleet: Option<std::path::PathBuf>,
+    /// Offered load as a fraction of fleet capacity, instead of the scenario's own.
+    #[arg(long)]
+    load: Option<f64>,
     /// Seeds per scenario (the median is reported).
     #[arg(long, default_value_t = 3)]
     seeds: u64,
-    /// Simulated seconds of arrivals per run.
-    #[arg(long, default_value_t = 120)]
-    duration: u64,
+    /// Seconds of arrivals per run (default: 120 virtual, 20 live).
+    #[arg(long)]
+    duration: Option<u64>,
+    /// `virtual`: simulated time, every policy. `live`: real `infergate sim` replicas behind
+    /// `infergate serve` (any policy) or a peer router (envoy-round-robin, sglang-router,
+    /// vllm-router), in real time.
+    #[arg(long, value_enum, default_value_t = crate::bench_live::Mode::Virtual)]
+    mode: crate::bench_live::Mode,
+    /// Write the report here: README.md (the tables), results.json, and SVG plots (TTFT CDF per
+    /// scenario; per-pod queues over time under round-robin and infergate; first seed).
+    #[arg(long, value_name = "DIR")]
+    out: Option<std::path::PathBuf>,
     /// JSON: with --picker, one line per fleet size; otherwise every figure, to FILE.
     #[arg(long, num_args = 0..=1, value_name = "FILE")]
     json: Option<Option<std::path::PathBuf>>,
@@ -42,7 +61,20 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if args.picker {
         return picker_speed(&args);
     }
-    let scenarios: Vec<Scenario> = match (args.scenario.as_deref(), args.seed_table) {
+    let mut scenarios: Vec<Scenario> = match (args.scenario.as_deref(), args.seed_table) {
+        _ if args.trace.is_some() || args.fleet.is_some() => {
+            let (Some(trace), Some(fleet)) = (&args.trace, &args.fleet) else {
+                bail!("--trace and --fleet go together: a trace to replay and a fleet to replay it on");
+            };
+            if args.scenario.is_some() || args.seed_table {
+                bail!("--trace/--fleet make their own scenario: drop --scenario/--seed-table");
+            }
+            vec![infergate_bench::custom::from_files(
+                trace,
+                fleet,
+                args.load.unwrap_or(0.6),
+            )?]
+        }
         (_, true) => scenario::seed_rows(),
         (Some("all"), false) => scenario::all(),
         (Some(id), false) => vec![scenario::by_id(id).with_context(|| {
@@ -52,16 +84,32 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         (None, false) => bail!("say --scenario NAME|all, --seed-table or --picker"),
     };
     let policies: Vec<&str> = if args.policies.is_empty() {
-        POLICIES.to_vec()
+        args.mode.default_policies()
     } else {
         args.policies.iter().map(String::as_str).collect()
     };
+    if let Some(load) = args.load {
+        if !(load.is_finite() && load > 0.0) {
+            bail!("--load must be a positive fraction of capacity, got {load}");
+        }
+        scenarios.iter_mut().for_each(|s| s.load = load);
+    }
     let seeds: Vec<u64> = (1..=args.seeds.max(1)).collect();
+    let duration = Duration::from_secs(args.duration.unwrap_or(args.mode.default_duration()));
+    let live = (args.mode == crate::bench_live::Mode::Live)
+        .then(crate::bench_live::Live::new)
+        .transpose()?;
     let mut reports = Vec::new();
     let started = Instant::now();
     for s in &scenarios {
         let t = Instant::now();
-        let report = run_scenario(s, &policies, &seeds, Duration::from_secs(args.duration))?;
+        let report = match &live {
+            Some(live) => live.run_scenario(s, &policies, &seeds, duration)?,
+            None => run_scenario_with_progress(s, &policies, &seeds, duration, &mut |p| {
+                progress_line(s.id, p)
+            })?,
+        };
+        progress_done();
         eprintln!("{}: {:.1} s", s.id, t.elapsed().as_secs_f64());
         if !args.seed_table {
             print_report(&report);
@@ -69,9 +117,13 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         reports.push(report);
     }
     if args.seed_table {
-        print_seed_table(&scenarios, &reports, &policies);
+        print!("{}", seed_table(&scenarios, &reports, &policies));
     }
     eprintln!("all done in {:.1} s", started.elapsed().as_secs_f64());
+    if let Some(dir) = &args.out {
+        crate::bench_out::write(dir, &scenarios, &reports)?;
+        eprintln!("report written to {}", dir.display());
+    }
     if let Some(json) = &args.json {
         let Some(path) = json else {
             bail!("--json needs a FILE (except with --picker)")
@@ -82,24 +134,68 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A progress bar on stderr, redrawn in place — only when stderr is a terminal, so logs and
+/// pipes stay clean.
+fn progress_line(scenario: &str, p: Progress<'_>) {
+    use std::io::{IsTerminal, Write};
+    let mut err = std::io::stderr();
+    if !err.is_terminal() || p.total == 0 {
+        return;
+    }
+    const WIDTH: usize = 30;
+    let filled = WIDTH * p.done / p.total;
+    let _ = write!(
+        err,
+        "\r{scenario} [{}{}] {}/{} {} seed {}\x1b[K",
+        "#".repeat(filled),
+        " ".repeat(WIDTH - filled),
+        p.done,
+        p.total,
+        p.policy,
+        p.seed
+    );
+    let _ = err.flush();
+}
+
+/// Clears the progress bar's line.
+fn progress_done() {
+    use std::io::IsTerminal;
+    if std::io::stderr().is_terminal() {
+        eprint!("\r\x1b[K");
+    }
+}
+
 fn print_report(r: &ScenarioReport) {
-    println!(
-        "\n### {}\n\nfleet capacity {:.1} req/s, offered {:.1} req/s ({:.0} %), {} s of arrivals, median of seeds {:?}\n",
+    print!("{}", scenario_markdown(r));
+}
+
+/// A scenario's heading, load line and table.
+pub fn scenario_markdown(r: &ScenarioReport) -> String {
+    format!(
+        "\n### {}\n\nfleet capacity {:.1} req/s, offered {:.1} req/s ({:.0} %), {} s of arrivals, median of seeds {:?}\n\n{}",
         r.scenario,
         r.capacity_rps,
         r.rate_rps,
         r.load * 100.0,
         r.duration_s,
-        r.seeds
-    );
-    print!("{}", markdown_table(&r.results, "round-robin"));
+        r.seeds,
+        markdown_table(&r.results, "round-robin")
+    ) + &match band_table(&r.results) {
+        t if t.is_empty() => t,
+        t => format!("\nPer priority band:\n\n{t}"),
+    }
 }
 
 /// The HyperPod table's layout: per scenario and policy, Δ TTFT P95, Δ TTFT P99, Δ throughput
 /// against round-robin, with the seed's own claim beside infergate's row.
-fn print_seed_table(scenarios: &[Scenario], reports: &[ScenarioReport], policies: &[&str]) {
-    println!("| scenario | policy | Δ TTFT P95 | Δ TTFT P99 | Δ throughput |");
-    println!("|---|---|---|---|---|");
+pub fn seed_table(scenarios: &[Scenario], reports: &[ScenarioReport], policies: &[&str]) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "| scenario | policy | Δ TTFT P95 | Δ TTFT P99 | Δ throughput |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|");
     let pct = |v: f64, b: f64| {
         if b.abs() > 1e-12 {
             format!("{:+.0} %", (v - b) / b * 100.0)
@@ -113,7 +209,8 @@ fn print_seed_table(scenarios: &[Scenario], reports: &[ScenarioReport], policies
             continue;
         };
         if let Some([p95, p99, tput]) = s.seed_row {
-            println!(
+            let _ = writeln!(
+                out,
                 "| {} | *seed claim* | {} | {} | {} |",
                 s.id,
                 claim(p95),
@@ -126,7 +223,8 @@ fn print_seed_table(scenarios: &[Scenario], reports: &[ScenarioReport], policies
             .iter()
             .filter(|p| p.policy != "round-robin" && policies.contains(&p.policy.as_str()))
         {
-            println!(
+            let _ = writeln!(
+                out,
                 "| {} | {} | {} | {} | {} |",
                 s.id,
                 p.policy,
@@ -136,6 +234,7 @@ fn print_seed_table(scenarios: &[Scenario], reports: &[ScenarioReport], policies
             );
         }
     }
+    out
 }
 
 fn picker_speed(args: &BenchArgs) -> anyhow::Result<()> {

@@ -2,8 +2,11 @@
 //! here.
 
 mod bench;
+mod bench_live;
+mod bench_out;
 mod check;
 mod demo;
+mod extproc;
 mod profiles;
 mod serve;
 mod sim;
@@ -27,6 +30,8 @@ enum Command {
     Sim(Box<sim::SimArgs>),
     /// Run the gateway: an OpenAI-compatible endpoint in front of the pools of a config file.
     Serve(serve::ServeArgs),
+    /// Be Envoy's endpoint picker: a gRPC ext_proc server over the pools of a config file.
+    Extproc(extproc::ExtProcArgs),
     /// Validate a gateway config and print what it means, defaults shown.
     Check(check::CheckArgs),
     /// A simulated fleet with the gateway in front of it, ready to curl.
@@ -57,6 +62,7 @@ fn run() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Sim(args) => sim::run(*args),
         Command::Serve(args) => serve::run(args),
+        Command::Extproc(args) => extproc::run(args),
         Command::Check(args) => check::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Bench(args) => bench::run(*args),
