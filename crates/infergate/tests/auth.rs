@@ -15,7 +15,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use common::{free_port, infergate, wait_for, Running};
+use common::{free_port, infergate, instant_replica, wait_for, Running};
 use ring::rand::SystemRandom;
 use ring::signature::{self, EcdsaKeyPair, Ed25519KeyPair, KeyPair};
 use serde_json::{json, Value};
@@ -168,22 +168,7 @@ fn serve_checks_jwts_against_a_remote_jwks_and_takes_a_rotated_key_without_resta
     issuer.publish(&[k1.jwk("k1")]);
 
     let replica = free_port();
-    let _sim = Running(
-        infergate()
-            .args([
-                "sim",
-                "--model",
-                "instant",
-                "--served-model-name",
-                "llama",
-                "--port",
-            ])
-            .arg(replica.to_string())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let _sim = instant_replica("llama", replica);
     let dir = std::env::temp_dir().join(format!("infergate-auth-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("gateway.yaml");

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{free_port, infergate, wait_for, Running};
+use common::{free_port, infergate, instant_replica, split_response, wait_for, Running};
 use serde_json::Value;
 
 /// Requests in the measured split, and clients sending them at once.
@@ -58,18 +58,6 @@ spec:
         - {{modelRewrite: llama-canary, weight: 10}}
       stickiness: {{header: x-session-id}}
 "
-    )
-}
-
-fn replica(name: &str, port: u16) -> Running {
-    Running(
-        infergate()
-            .args(["sim", "--model", "instant", "--served-model-name", name])
-            .args(["--port", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
     )
 }
 
@@ -112,17 +100,8 @@ fn post(port: u16, body: &str, headers: &[(&str, &str)]) -> Answer {
         Duration::from_secs(30),
     )
     .expect("the gateway answers");
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .and_then(|l| l.split(' ').nth(1))
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no status line: {raw}"));
-    let headers: HashMap<String, String> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
-        .collect();
+    let (status, headers, body) = split_response(&raw);
+    let headers: HashMap<String, String> = headers.into_iter().collect();
     let body = if headers.get("transfer-encoding").map(String::as_str) == Some("chunked") {
         dechunk(body)
     } else {
@@ -159,8 +138,8 @@ fn rewrites_total(admin: u16, target: &str) -> usize {
 fn a_90_10_split_lands_within_2_percent_sessions_stick_and_clients_see_their_model() {
     let (stable, canary) = (free_port(), free_port());
     let _replicas = [
-        replica("llama-stable", stable),
-        replica("llama-canary", canary),
+        instant_replica("llama-stable", stable),
+        instant_replica("llama-canary", canary),
     ];
     let dir = std::env::temp_dir().join(format!("infergate-canary-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

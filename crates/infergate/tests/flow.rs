@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{free_port, infergate, wait_for, Running};
+use common::{free_port, infergate, split_response, wait_for, Running};
 
 /// Standard clients looping at once: the replica holds two running and (at the ceiling) two
 /// waiting, so most of these are always queued in the gateway.
@@ -50,17 +50,7 @@ fn chat(port: u16, band: &str) -> Answer {
     )
     .expect("the gateway answers");
     let took = t0.elapsed();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .and_then(|l| l.split(' ').nth(1))
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no status line: {raw}"));
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
-        .collect();
+    let (status, headers, body) = split_response(&raw);
     Answer {
         status,
         headers,

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{free_port, infergate, wait_for, Running};
+use common::{free_port, infergate, instant_replica, split_response, wait_for, Running};
 
 /// Starts `redis-server` on `port` (loopback, nothing persisted).
 fn redis_server(port: u16) -> Running {
@@ -61,14 +61,7 @@ fn redis(port: u16, args: &[&str]) -> String {
 
 fn sim() -> (Running, u16) {
     let port = free_port();
-    let child = infergate()
-        .args(["sim", "--model", "instant", "--served-model-name", "llama"])
-        .args(["--port", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    (Running(child), port)
+    (instant_replica("llama", port), port)
 }
 
 /// A gateway and where it listens; its log goes to `log`.
@@ -181,17 +174,7 @@ fn chat(port: u16, tenant: &str) -> Answer {
     )
     .expect("the gateway answers");
     let answered = Instant::now();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .and_then(|l| l.split(' ').nth(1))
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no status line: {raw}"));
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
-        .collect();
+    let (status, headers, body) = split_response(&raw);
     Answer {
         status,
         headers,

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{free_port, infergate, wait_for, Running};
+use common::{free_port, infergate, instant_replica, wait_for};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -45,22 +45,7 @@ fn chat(model: &str) -> String {
 #[test]
 fn serve_answers_reloads_on_sighup_and_drains_on_sigterm() {
     let replica = free_port();
-    let _sim = Running(
-        infergate()
-            .args([
-                "sim",
-                "--model",
-                "instant",
-                "--served-model-name",
-                "llama",
-                "--port",
-            ])
-            .arg(replica.to_string())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let _sim = instant_replica("llama", replica);
     let dir = std::env::temp_dir().join(format!("infergate-serve-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("gateway.yaml");

@@ -86,3 +86,34 @@ pub fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
     }
     panic!("timed out waiting for {what}");
 }
+
+/// An `infergate sim` replica of the `instant` profile serving `model` on `port`, its output
+/// discarded.
+pub fn instant_replica(model: &str, port: u16) -> Running {
+    Running(
+        infergate()
+            .args(["sim", "--model", "instant", "--served-model-name", model])
+            .args(["--port", &port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// A raw HTTP/1.1 response split into its status, its headers (names lower-cased, values
+/// trimmed, in order) and its body as sent (still chunked if it was).
+pub fn split_response(raw: &str) -> (u16, Vec<(String, String)>, &str) {
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((raw, ""));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status line: {raw}"));
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    (status, headers, body)
+}
