@@ -28,8 +28,8 @@ pub enum Gate {
 pub struct FlowGate {
     flow: FlowController,
     detector: Detector,
-    /// Each replica's last scrape.
-    last: Vec<Option<ScrapedMetrics>>,
+    /// Each replica's last scrape as the detector reads it (`age` zero) and when it landed.
+    last: Vec<Option<(EndpointLoad, Duration)>>,
 }
 
 impl FlowGate {
@@ -50,12 +50,16 @@ impl FlowGate {
     /// scrape.
     pub fn on_scrape(&mut self, replica: usize, metrics: &ScrapedMetrics, now: Duration) {
         if let Some(slot) = self.last.get_mut(replica) {
-            *slot = Some(metrics.clone());
+            let load = EndpointLoad {
+                waiting: metrics.waiting.map(|w| w as f64),
+                kv_usage: metrics.kv_usage,
+                age: Duration::ZERO,
+            };
+            *slot = Some((load, metrics.scraped_at));
         }
-        let loads = self.last.iter().flatten().map(|m| EndpointLoad {
-            waiting: m.waiting.map(|w| w as f64),
-            kv_usage: m.kv_usage,
-            age: now.saturating_sub(m.scraped_at),
+        let loads = self.last.iter().flatten().map(|&(load, at)| EndpointLoad {
+            age: now.saturating_sub(at),
+            ..load
         });
         let state = self.detector.observe(loads);
         self.flow.observe(state, now);
