@@ -37,14 +37,23 @@ impl Answer {
 }
 
 fn chat(port: u16, band: &str) -> Answer {
+    chat_as(port, band, None)
+}
+
+/// [`chat`] on behalf of `tenant` (the fairness id header) when given.
+fn chat_as(port: u16, band: &str, tenant: Option<&str>) -> Answer {
     // Twenty tokens at about 63 ms each: over a second per request on this replica.
     let body = r#"{"model": "llama", "max_tokens": 20, "ignore_eos": true, "messages": [{"role": "user", "content": "hello there"}]}"#;
+    let mut headers = vec![("x-gateway-inference-objective", band)];
+    if let Some(tenant) = tenant {
+        headers.push(("x-gateway-inference-fairness-id", tenant));
+    }
     let t0 = Instant::now();
     let raw = common::http_with(
         &format!("127.0.0.1:{port}"),
         "POST",
         "/v1/chat/completions",
-        &[("x-gateway-inference-objective", band)],
+        &headers,
         body,
         Duration::from_secs(60),
     )
@@ -59,7 +68,14 @@ fn chat(port: u16, band: &str) -> Answer {
     }
 }
 
-fn config(replica: u16) -> String {
+/// The flood test's bands: Standard expires quickly so that some of the flood times out.
+const FLOOD_BANDS: &str = "
+      - {name: Standard, queueTtl: 1s}
+      - {name: Critical, queueTtl: 60s}";
+
+/// The gateway's config; `flow` follows `flowControl.bands:` (the bands list, then any other
+/// `flowControl` fields at their indentation).
+fn config(replica: u16, flow: &str) -> String {
     format!(
         "apiVersion: infergate.dev/v1alpha1
 kind: InferenceGatewayConfig
@@ -67,9 +83,7 @@ spec:
   bbr: {{enabled: true}}
   flowControl:
     saturation: {{queueDepthThreshold: 2}}
-    bands:
-      - {{name: Standard, queueTtl: 1s}}
-      - {{name: Critical, queueTtl: 60s}}
+    bands:{flow}
   schedulers:
     - name: llama
       modelName: llama
@@ -89,38 +103,68 @@ fn metric(admin: u16, series: &str) -> f64 {
         .sum()
 }
 
+/// A simulated 8B replica on an L4 that runs two sequences at a time, with `infergate serve` in
+/// front of it; both processes die with the value.
+struct SlowPool {
+    port: u16,
+    admin: u16,
+    dir: std::path::PathBuf,
+    _sim: Running,
+    _gateway: Running,
+}
+
+impl SlowPool {
+    fn start(name: &str, flow: &str) -> SlowPool {
+        let replica = free_port();
+        let sim = Running(
+            infergate()
+                .args(["sim", "--model", "llama-3.1-8b", "--gpu", "l4"])
+                .args(["--max-num-seqs", "2", "--served-model-name", "llama"])
+                .args(["--port", &replica.to_string()])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let dir = std::env::temp_dir().join(format!("infergate-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("gateway.yaml");
+        std::fs::write(&file, config(replica, flow)).unwrap();
+        let (port, admin) = (free_port(), free_port());
+        let gateway = Running(
+            infergate()
+                .args(["serve", "--config"])
+                .arg(&file)
+                .args(["--listen", &format!("127.0.0.1:{port}")])
+                .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        wait_for("readyz", || {
+            common::get(admin, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
+        });
+        SlowPool {
+            port,
+            admin,
+            dir,
+            _sim: sim,
+            _gateway: gateway,
+        }
+    }
+}
+
+impl Drop for SlowPool {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 #[test]
 fn under_overload_critical_succeeds_sheddable_is_shed_and_standard_expires() {
-    let replica = free_port();
-    let _sim = Running(
-        infergate()
-            .args(["sim", "--model", "llama-3.1-8b", "--gpu", "l4"])
-            .args(["--max-num-seqs", "2", "--served-model-name", "llama"])
-            .args(["--port", &replica.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let dir = std::env::temp_dir().join(format!("infergate-flow-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("gateway.yaml");
-    std::fs::write(&file, config(replica)).unwrap();
-    let (port, admin) = (free_port(), free_port());
-    let _gateway = Running(
-        infergate()
-            .args(["serve", "--config"])
-            .arg(&file)
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_for("readyz", || {
-        common::get(admin, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
-    });
+    let pool = SlowPool::start("flow", FLOOD_BANDS);
+    let (port, admin) = (pool.port, pool.admin);
 
     // The flood: Standard clients that send again as soon as they are answered.
     let stop = Arc::new(AtomicBool::new(false));
@@ -198,5 +242,103 @@ fn under_overload_critical_succeeds_sheddable_is_shed_and_standard_expires() {
         expired.len() as f64
     );
     assert_eq!(rejected("Critical", "rejected-ttl-expired"), 0.0);
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One tenant's closed-loop clients: each sends its next request as soon as the last is answered,
+/// until `stop`; returns the instants at which requests completed with 200. A request cut off by
+/// the gateway going away at the end of the test is not counted.
+fn tenant_clients(
+    port: u16,
+    tenant: &'static str,
+    clients: usize,
+    stop: &Arc<AtomicBool>,
+) -> Vec<thread::JoinHandle<Vec<Instant>>> {
+    (0..clients)
+        .map(|_| {
+            let stop = Arc::clone(stop);
+            thread::spawn(move || {
+                let body = r#"{"model": "llama", "max_tokens": 20, "ignore_eos": true, "messages": [{"role": "user", "content": "hi"}]}"#;
+                let headers = [
+                    ("x-gateway-inference-objective", "Standard"),
+                    ("x-gateway-inference-fairness-id", tenant),
+                ];
+                let mut done = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    let addr = format!("127.0.0.1:{port}");
+                    let timeout = Duration::from_secs(90);
+                    let Some(raw) = common::http_with(&addr, "POST", "/v1/chat/completions", &headers, body, timeout)
+                    else {
+                        break;
+                    };
+                    // A connection cut by the gateway going away reads as an empty response.
+                    if raw.starts_with("HTTP/1.1 200") {
+                        done.push(Instant::now());
+                    }
+                }
+                done
+            })
+        })
+        .collect()
+}
+
+/// Completions per tenant, (big, small), in 25 s of two tenants in one band, "big" offering ten
+/// times the concurrency of "small", both backlogged behind a saturated replica; `flow` is the
+/// Standard band and any other `flowControl` fields.
+fn completions_ten_to_one(name: &str, flow: &str) -> (usize, usize) {
+    // Three small clients keep the small tenant backlogged: the replica holds about four requests
+    // (two running, two waiting at the saturation threshold), so half of it is two requests.
+    const SMALL: usize = 3;
+    const BIG: usize = 10 * SMALL;
+    let pool = SlowPool::start(name, flow);
+    let stop = Arc::new(AtomicBool::new(false));
+    let big = tenant_clients(pool.port, "big", BIG, &stop);
+    let small = tenant_clients(pool.port, "small", SMALL, &stop);
+
+    // Count completions in a window after both tenants' queues have formed.
+    thread::sleep(Duration::from_secs(5));
+    let from = Instant::now();
+    thread::sleep(Duration::from_secs(25));
+    let to = Instant::now();
+    stop.store(true, Ordering::Relaxed);
+    drop(pool); // ends the clients still queued
+    let count = |handles: Vec<thread::JoinHandle<Vec<Instant>>>| -> usize {
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .filter(|t| (from..to).contains(t))
+            .count()
+    };
+    let (big, small) = (count(big), count(small));
+    eprintln!(
+        "{name}: offered 10:1 ({BIG} vs {SMALL} clients); completed in 25 s: big {big}, small {small} (small's share {:.0} %)",
+        100.0 * small as f64 / (big + small).max(1) as f64
+    );
+    assert!(
+        big + small >= 20,
+        "too few completions to judge: {big} + {small}"
+    );
+    (big, small)
+}
+
+/// Round-robin fair queueing (the default) gives each backlogged tenant about half of what
+/// completes, where first-come-first-served would give the small tenant about its 1/11 of the
+/// offered load.
+#[test]
+fn two_backlogged_tenants_offering_ten_to_one_share_the_pool_fairly() {
+    let (big, small) =
+        completions_ten_to_one("fairness-rr", "\n      - {name: Standard, queueTtl: 120s}");
+    let share = small as f64 / (big + small) as f64;
+    assert!((0.35..=0.65).contains(&share), "big {big}, small {small}");
+}
+
+/// Weighted fair queueing with weights 3:1 for the tenant offering ten times more gives it about
+/// three quarters, however much more it offers.
+#[test]
+fn weighted_fair_queueing_holds_the_configured_weights_live() {
+    let flow = "\n      - {name: Standard, queueTtl: 120s}
+    fairness: weighted-fair
+    tenantWeights: {big: 3, small: 1}";
+    let (big, small) = completions_ten_to_one("fairness-wfq", flow);
+    let share = small as f64 / (big + small) as f64;
+    assert!((0.12..=0.38).contains(&share), "big {big}, small {small}");
 }
