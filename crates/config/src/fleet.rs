@@ -15,6 +15,9 @@
 //!       labels: {app: vllm-llama, gpu: a10g}
 //!       sim: {gpu: a10g, maxLoras: 4, loras: [sql-lora]}
 //! ```
+//!
+//! `schedulingPolicy: priority` (in `defaults` or one endpoint's `sim`) runs vLLM's priority
+//! scheduler, which a gateway pool's `forwardPriority` feeds.
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -98,6 +101,9 @@ pub struct SimSettings {
     pub prefix_caching: Option<bool>,
     /// Chunked prefill.
     pub chunked_prefill: Option<bool>,
+    /// vLLM `--scheduling-policy`: `fcfs` (the default) or `priority`, under which requests
+    /// carry a `priority` (lower first) and urgent ones preempt less urgent ones.
+    pub scheduling_policy: Option<String>,
     /// GPU LoRA slots.
     pub max_loras: Option<u32>,
     /// Host LoRA cache.
@@ -132,6 +138,7 @@ impl SimSettings {
             max_model_len: pick(&self.max_model_len, &base.max_model_len),
             prefix_caching: pick(&self.prefix_caching, &base.prefix_caching),
             chunked_prefill: pick(&self.chunked_prefill, &base.chunked_prefill),
+            scheduling_policy: pick(&self.scheduling_policy, &base.scheduling_policy),
             max_loras: pick(&self.max_loras, &base.max_loras),
             max_cpu_loras: pick(&self.max_cpu_loras, &base.max_cpu_loras),
             loras: pick(&self.loras, &base.loras),
@@ -240,6 +247,14 @@ fn check_settings(s: &SimSettings, field: &dyn Fn(&str) -> String) -> Result<(),
             ));
         }
     }
+    if let Some(policy) = &s.scheduling_policy {
+        if policy != "fcfs" && policy != "priority" {
+            return Err(invalid(
+                field("schedulingPolicy"),
+                format!("must be `fcfs` or `priority`, got `{policy}`"),
+            ));
+        }
+    }
     if let Some(scale) = s.time_scale {
         if !(scale.is_finite() && scale > 0.0) {
             return Err(invalid(field("timeScale"), "must be a positive number"));
@@ -306,6 +321,24 @@ spec:
     }
 
     #[test]
+    fn the_scheduling_policy_is_a_default_an_endpoint_can_override() {
+        let yaml = EXAMPLE
+            .replace(
+                "defaults: {model: llama-3.1-8b, gpu: h100}",
+                "defaults: {model: llama-3.1-8b, gpu: h100, schedulingPolicy: priority}",
+            )
+            .replace("gpu: a10g, ", "gpu: a10g, schedulingPolicy: fcfs, ");
+        let fleet = FleetFile::parse(&yaml).unwrap();
+        assert_eq!(
+            fleet[0].settings.scheduling_policy.as_deref(),
+            Some("priority")
+        );
+        assert_eq!(fleet[1].settings.scheduling_policy.as_deref(), Some("fcfs"));
+        let plain = FleetFile::parse(EXAMPLE).unwrap();
+        assert_eq!(plain[0].settings.scheduling_policy, None);
+    }
+
+    #[test]
     fn an_unknown_field_is_an_error_naming_it() {
         let err = FleetFile::parse(&EXAMPLE.replace("maxLoras", "maxLorass"))
             .unwrap_err()
@@ -331,6 +364,10 @@ spec:
             (
                 EXAMPLE.replace("gpu: a10g, ", "gpu: a10g, engine: tgi, "),
                 "spec.endpoints[1].sim.engine",
+            ),
+            (
+                EXAMPLE.replace("gpu: a10g, ", "gpu: a10g, schedulingPolicy: lifo, "),
+                "spec.endpoints[1].sim.schedulingPolicy",
             ),
             (EXAMPLE.replace("SimulatedFleet", "Fleet"), "kind"),
         ];

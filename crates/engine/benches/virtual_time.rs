@@ -31,6 +31,7 @@ fn arrivals(rate: f64, seconds: f64) -> Vec<Arrival> {
                     output_tokens: 64,
                     finish: FinishReason::Length,
                     adapter: None,
+                    priority: 0,
                 },
             }
         })
@@ -55,6 +56,7 @@ fn conversation_arrivals(rate: f64, seconds: f64) -> Vec<Arrival> {
                     output_tokens: output,
                     finish: FinishReason::Length,
                     adapter: None,
+                    priority: 0,
                 },
             }
         })

@@ -68,6 +68,7 @@ fn shared_prefix_arrivals(rate: f64, duration: Duration, seed: u64) -> Vec<Arriv
                     output_tokens: 64,
                     finish: FinishReason::Length,
                     adapter: None,
+                    priority: 0,
                 },
             }
         })
@@ -84,6 +85,7 @@ fn unique_prompt(len: u32, base: u32, output: u32) -> NewRequest {
         output_tokens: output,
         finish: FinishReason::Length,
         adapter: None,
+        priority: 0,
     }
 }
 
@@ -365,6 +367,7 @@ fn prefix_hit_ratio() -> AnchorResult {
             output_tokens: 16,
             finish: FinishReason::Length,
             adapter: None,
+            priority: 0,
         }
     };
     let arrivals = vec![

@@ -15,6 +15,45 @@ pub const DEFAULT_JITTER_SIGMA: f64 = 0.04;
 /// LoRA rank assumed for adapter sizes.
 pub const DEFAULT_LORA_RANK: u32 = 16;
 
+/// How the scheduler orders its waiting queue and picks preemption victims (vLLM's
+/// `--scheduling-policy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SchedulingPolicy {
+    /// First come, first served; the newest running request is preempted when blocks run out.
+    /// vLLM's default, and the only policy under which it accepts a request priority of 0 alone.
+    #[default]
+    Fcfs,
+    /// Waiting requests in (priority, arrival) order, lower priority values first; the least
+    /// urgent (then latest-arrived) running request is the preemption victim, and a waiting
+    /// request blocked for KV blocks or batch slots preempts running requests strictly less
+    /// urgent than itself.
+    Priority,
+}
+
+impl SchedulingPolicy {
+    /// The name vLLM's command line uses (`fcfs`, `priority`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SchedulingPolicy::Fcfs => "fcfs",
+            SchedulingPolicy::Priority => "priority",
+        }
+    }
+}
+
+impl std::str::FromStr for SchedulingPolicy {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<SchedulingPolicy, String> {
+        match s {
+            "fcfs" => Ok(SchedulingPolicy::Fcfs),
+            "priority" => Ok(SchedulingPolicy::Priority),
+            other => Err(format!(
+                "scheduling policy must be `fcfs` or `priority`, got `{other}`"
+            )),
+        }
+    }
+}
+
 /// Settings of one simulated replica.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EngineConfig {
@@ -32,6 +71,8 @@ pub struct EngineConfig {
     pub enable_prefix_caching: bool,
     /// Chunked prefill: a long prompt is computed over several steps.
     pub enable_chunked_prefill: bool,
+    /// Waiting-queue order and preemption victims (vLLM `--scheduling-policy`).
+    pub scheduling_policy: SchedulingPolicy,
     /// Distinct adapters in one batch (GPU slots); 0 disables LoRA.
     pub max_loras: u32,
     /// Adapters kept in host memory.
@@ -90,7 +131,8 @@ pub enum ConfigError {
 }
 
 impl EngineConfig {
-    /// vLLM's defaults for `profile`: prefix caching and chunked prefill on, LoRA off.
+    /// vLLM's defaults for `profile`: prefix caching and chunked prefill on, FCFS scheduling,
+    /// LoRA off.
     pub fn new(profile: Profile) -> EngineConfig {
         EngineConfig {
             max_num_seqs: profile.default_max_num_seqs(),
@@ -99,6 +141,7 @@ impl EngineConfig {
             num_gpu_blocks: profile.num_gpu_blocks(),
             enable_prefix_caching: true,
             enable_chunked_prefill: true,
+            scheduling_policy: SchedulingPolicy::Fcfs,
             max_loras: 0,
             max_cpu_loras: 0,
             lora_rank: DEFAULT_LORA_RANK,

@@ -20,7 +20,7 @@ mod seq;
 pub mod step_time;
 pub mod tokens;
 
-pub use config::{ConfigError, EngineConfig};
+pub use config::{ConfigError, EngineConfig, SchedulingPolicy};
 pub use engine::{Engine, Event, EventKind, NewRequest, RequestId, SubmitError, Usage};
 pub use metrics::{EngineCounters, EngineGauges, FinishReason};
 pub use profile::{Profile, ProfileError};

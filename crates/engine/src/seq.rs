@@ -41,6 +41,10 @@ pub(crate) struct Seq {
     pub last_token_at: Duration,
     pub cached_prompt_tokens: u32,
     pub aborted: bool,
+    /// vLLM's request priority: lower values are more urgent.
+    pub priority: i32,
+    /// Submission number: the last tie-break of the priority order.
+    pub order: u64,
     /// Set while the request decodes one token a step: its state is then derived from the
     /// step count instead of being updated every step.
     pub decode: Option<DecodeAnchor>,
@@ -98,11 +102,18 @@ impl Seq {
             last_token_at: arrival,
             cached_prompt_tokens: 0,
             aborted: false,
+            priority: 0,
+            order: 0,
             decode: None,
             epoch: 0,
             prev: NIL,
             next: NIL,
         }
+    }
+
+    /// Where it stands under the priority policy: smaller is served first and preempted last.
+    pub fn urgency_key(&self) -> (i32, Duration, u64) {
+        (self.priority, self.arrival, self.order)
     }
 
     /// Tokens of the sequence so far (prompt plus generated); the next token is sampled once

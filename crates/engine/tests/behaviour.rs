@@ -17,6 +17,7 @@ fn request(len: u32, base: u32, output: u32, adapter: Option<&str>) -> NewReques
         output_tokens: output,
         finish: FinishReason::Length,
         adapter: adapter.map(str::to_owned),
+        priority: 0,
     }
 }
 

@@ -49,6 +49,9 @@ pub struct InferenceRequest {
     pub max_tokens: Option<u32>,
     /// Generate exactly `max_tokens` tokens.
     pub ignore_eos: bool,
+    /// vLLM's `priority` (lower is served first; 0 when absent). The engine refuses a non-zero
+    /// value unless it runs the priority scheduling policy.
+    pub priority: i32,
 }
 
 #[derive(Debug, Deserialize)]
@@ -62,6 +65,7 @@ struct Body {
     max_tokens: Option<u32>,
     max_completion_tokens: Option<u32>,
     ignore_eos: Option<bool>,
+    priority: Option<i32>,
     n: Option<u32>,
     best_of: Option<u32>,
     temperature: Option<f64>,
@@ -245,6 +249,7 @@ fn validate(endpoint: Endpoint, body: Body) -> Result<InferenceRequest, ApiError
         include_usage,
         max_tokens,
         ignore_eos: body.ignore_eos.unwrap_or(false),
+        priority: body.priority.unwrap_or(0),
     })
 }
 

@@ -190,6 +190,7 @@ async fn infer(
         prompt: request.prompt,
         max_tokens: request.max_tokens,
         ignore_eos: request.ignore_eos,
+        priority: request.priority,
         events,
     };
     let admitted = match life.replica.submit(submission).await {

@@ -27,6 +27,9 @@ pub const APP_PROTOCOL: AppProtocol = AppProtocol::Http;
 pub const SCHEDULER: SchedulerKind = SchedulerKind::LlmD;
 /// `spec.schedulers[].engineType`.
 pub const ENGINE_TYPE: EngineType = EngineType::Vllm;
+/// `spec.schedulers[].forwardPriority`: off, because vLLM's default `fcfs` policy refuses a
+/// request `priority` other than 0.
+pub const FORWARD_PRIORITY: bool = false;
 /// `spec.schedulers[].replicas` (deployment only).
 pub const SCHEDULER_REPLICAS: u32 = 2;
 /// `spec.schedulers[].configMapRef.key`.

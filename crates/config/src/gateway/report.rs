@@ -192,6 +192,17 @@ impl ResolvedGateway {
             None => "none (0s)".to_owned(),
         };
         row(f, "routeTimeout", timeout)?;
+        let forward = if p.forward_priority.value {
+            "on: body `priority` Critical -1, Standard 0, Sheddable 1 (needs vLLM \
+             --scheduling-policy priority)"
+        } else {
+            "off"
+        };
+        row(
+            f,
+            "forwardPriority",
+            format!("{forward}{}", mark(p.forward_priority.is_default)),
+        )?;
         match &p.picker {
             PickerSource::Weights(w) => {
                 let parts: Vec<String> = w

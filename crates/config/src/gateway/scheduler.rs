@@ -50,6 +50,12 @@ pub struct SchedulerSpec {
     /// Whole-request timeout (504 when it passes); `0s` disables it.
     #[serde(default)]
     pub route_timeout: Option<GatewayDuration>,
+    /// Forward the request's band to the model server as the body's `priority` (an infergate
+    /// addition, default off): see [`super::traffic::Band::engine_priority`]. Only for servers
+    /// started with vLLM's `--scheduling-policy priority`; under `fcfs` vLLM refuses any
+    /// priority but 0 with a 400.
+    #[serde(default)]
+    pub forward_priority: Option<bool>,
     /// Endpoint Picker replicas, at least 1 (deployment only).
     #[serde(default)]
     pub replicas: Option<u32>,

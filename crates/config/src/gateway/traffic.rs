@@ -33,6 +33,21 @@ impl Band {
         }
     }
 
+    /// The `priority` a vLLM server started with `--scheduling-policy priority` is given for
+    /// this band (lower is served first): Critical -1, Standard 0, Sheddable 1.
+    ///
+    /// Standard takes vLLM's default 0, so a request that reaches the server without the field
+    /// (another client, a probe) ranks with Standard traffic, and the scale is the upstream
+    /// priority negated (upstream: Critical above 0, Sheddable below). Only the order matters
+    /// to vLLM, so one step between bands is enough.
+    pub fn engine_priority(self) -> i32 {
+        match self {
+            Band::Critical => -1,
+            Band::Standard => 0,
+            Band::Sheddable => 1,
+        }
+    }
+
     /// A criticality as a header or a JWT claim carries it: a band name (any case) or an
     /// upstream priority integer. `None` for anything else, so the caller applies its default.
     pub fn from_criticality(value: &str) -> Option<Band> {

@@ -19,7 +19,7 @@
 //!   in vLLM V1.
 
 use crate::blocks::{BlockHash, BlockPool};
-use crate::config::EngineConfig;
+use crate::config::{EngineConfig, SchedulingPolicy};
 use crate::lora::{AdapterId, LoadCosts, LoraSlots};
 use crate::metrics::{EngineCounters, EngineGauges, FinishReason};
 use crate::rng::Rng;
@@ -30,6 +30,7 @@ use running::Running;
 use std::collections::VecDeque;
 use std::time::Duration;
 
+mod priority;
 mod running;
 mod schedule;
 
@@ -64,6 +65,9 @@ pub struct NewRequest {
     pub finish: FinishReason,
     /// LoRA adapter name, `None` for the base model.
     pub adapter: Option<String>,
+    /// vLLM's request `priority`: lower is served first, 0 is the default. Anything else needs
+    /// [`SchedulingPolicy::Priority`].
+    pub priority: i32,
 }
 
 /// Token counts for the response's `usage`.
@@ -132,6 +136,9 @@ pub enum SubmitError {
     /// Zero output tokens, or block hashes that do not match the prompt length.
     #[error("invalid request: {0}")]
     Invalid(&'static str),
+    /// A non-zero priority on an engine that schedules first come, first served (vLLM's words).
+    #[error("Got priority {0} but Priority scheduling is not enabled.")]
+    PriorityNotEnabled(i32),
 }
 
 #[derive(Debug)]
@@ -158,7 +165,12 @@ pub struct Engine {
     free_slots: Vec<u32>,
     /// Requests in the API front end, with the time they reach the scheduler.
     front: VecDeque<(Duration, u32)>,
+    /// The scheduler's queue: FCFS order, or (priority, arrival, submission) order under
+    /// [`SchedulingPolicy::Priority`].
     waiting: VecDeque<u32>,
+    /// Requests submitted so far: the tie-break that keeps equal (priority, arrival) keys in
+    /// submission order.
+    submitted: u64,
     running: Running,
     step: Option<Step>,
     /// Steps applied so far; decoding requests derive their state from it.
@@ -197,6 +209,7 @@ impl Engine {
             free_slots: Vec::new(),
             front: VecDeque::new(),
             waiting: VecDeque::new(),
+            submitted: 0,
             running: Running::new(),
             step: None,
             steps_done: 0,
@@ -275,7 +288,11 @@ impl Engine {
             output_tokens,
             finish,
             adapter,
+            priority,
         } = request;
+        if priority != 0 && self.config.scheduling_policy == SchedulingPolicy::Fcfs {
+            return Err(SubmitError::PriorityNotEnabled(priority));
+        }
         if output_tokens == 0 {
             return Err(SubmitError::Invalid("output_tokens must be at least 1"));
         }
@@ -314,7 +331,7 @@ impl Engine {
         self.blocked = false;
         let id = RequestId::new(slot, self.generations[slot as usize]);
         let ready = now + self.config.api_overhead;
-        let seq = Seq::new(
+        let mut seq = Seq::new(
             id,
             now,
             ready,
@@ -325,6 +342,9 @@ impl Engine {
             adapter,
             self.rng.next_u64(),
         );
+        seq.priority = priority;
+        seq.order = self.submitted;
+        self.submitted += 1;
         self.slots[slot as usize] = Some(seq);
         let at = self.front.partition_point(|&(t, _)| t <= ready);
         self.front.insert(at, (ready, slot));
@@ -413,7 +433,7 @@ impl Engine {
                 break;
             }
             self.front.pop_front();
-            self.waiting.push_back(slot);
+            self.enqueue(slot);
         }
         if self.aborts_pending {
             self.reap_aborts(now, out);
@@ -550,7 +570,7 @@ impl Engine {
             at: now,
             kind: EventKind::Preempted,
         });
-        self.waiting.push_front(slot);
+        self.requeue(slot);
     }
 
     fn reap_aborts(&mut self, now: Duration, out: &mut Vec<Event>) {

@@ -2,10 +2,11 @@
 //!
 //! Running requests first — every decoder gets its one token (vLLM refuses a token budget below
 //! `max_num_seqs`, so they always fit), then prefills in admission order take what budget is
-//! left; when blocks run out the newest running request is preempted. If nothing was preempted,
-//! waiting requests are admitted in FCFS order while the budget, `max_num_seqs`, the block pool
-//! and the LoRA slots allow; the first that does not fit stops admission (a LoRA request with
-//! no slot is skipped instead, as in vLLM).
+//! left; when blocks run out the policy's victim (the newest running request under FCFS) is
+//! preempted. If nothing was preempted, waiting requests are admitted in queue order while the
+//! budget, `max_num_seqs`, the block pool and the LoRA slots allow; the first that does not fit
+//! stops admission (a LoRA request with no slot is skipped instead, as in vLLM), whatever the
+//! scheduling policy (see `priority.rs`).
 
 use super::{Engine, Event};
 use crate::lora::SlotDecision;
@@ -49,10 +50,17 @@ impl Engine {
             let needed = blocks_for(computed + num_new).saturating_sub(seq.blocks.len() as u32);
             let mut lost_itself = false;
             while self.pool.free_blocks() < needed {
-                let Some(victim) = self.running.newest() else {
+                let Some(victim) = self.victim() else {
                     break;
                 };
-                self.preempt(victim, now, out);
+                // Only the priority policy can pick a victim already planned this step (an
+                // earlier prefill); its chunk is taken back and the loop index follows.
+                if self
+                    .preempt_planned(victim, now, plan, &mut budget, out)
+                    .is_some()
+                {
+                    i -= 1;
+                }
                 preempted = true;
                 if victim == slot {
                     lost_itself = true;
@@ -82,7 +90,7 @@ impl Engine {
     fn make_room_for_decoders(&mut self, step: u64, now: Duration, out: &mut Vec<Event>) -> bool {
         let mut preempted = false;
         while self.pool.free_blocks() < self.running.due_blocks(step).len() as u32 {
-            let Some(victim) = self.running.newest() else {
+            let Some(victim) = self.victim() else {
                 break;
             };
             self.preempt(victim, now, out);
@@ -172,7 +180,7 @@ impl Engine {
             *budget -= num_new;
         }
         for slot in skipped.into_iter().rev() {
-            self.waiting.push_front(slot);
+            self.requeue(slot);
         }
     }
 }

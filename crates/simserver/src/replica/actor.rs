@@ -290,6 +290,7 @@ impl Actor {
             output_tokens: output.tokens,
             finish: output.finish,
             adapter,
+            priority: s.priority,
         };
         let id = self.engine.submit(now, request).map_err(|e| match e {
             SubmitError::UnknownAdapter(name) => ApiError::unknown_model(&name),

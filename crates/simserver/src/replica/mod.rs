@@ -53,6 +53,7 @@ pub(crate) struct Submission {
     pub prompt: Prompt,
     pub max_tokens: Option<u32>,
     pub ignore_eos: bool,
+    pub priority: i32,
     pub events: mpsc::UnboundedSender<Progress>,
 }
 

@@ -126,3 +126,45 @@ async fn unknown_paths_and_methods_get_fastapi_answers() {
     let (status, _) = server.get("/v1/chat/completions").await;
     assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_priority_needs_the_priority_policy_as_in_vllm() {
+    let extra = json!({"priority": 2, "max_tokens": 4});
+    let fcfs = TestServer::start(fast_spec(100.0)).await;
+    let (status, body) = fcfs
+        .post(
+            "/v1/chat/completions",
+            &chat("Hi", extra.clone()).to_string(),
+        )
+        .await;
+    let message = assert_error(status, &body, StatusCode::BAD_REQUEST, "BadRequestError");
+    assert_eq!(
+        message,
+        "Got priority 2 but Priority scheduling is not enabled."
+    );
+    // Priority 0 is everyone's default and always accepted.
+    let (status, _) = fcfs
+        .post_json(
+            "/v1/chat/completions",
+            &chat("Hi", json!({"priority": 0, "max_tokens": 4})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, body) = fcfs
+        .post(
+            "/v1/chat/completions",
+            &chat("Hi", json!({"priority": "high"})).to_string(),
+        )
+        .await;
+    let message = assert_error(status, &body, StatusCode::BAD_REQUEST, "BadRequestError");
+    assert!(message.contains("priority"), "{message}");
+
+    let mut spec = fast_spec(100.0);
+    spec.engine.scheduling_policy = infergate_engine::SchedulingPolicy::Priority;
+    let priority = TestServer::start(spec).await;
+    let (status, v) = priority
+        .post_json("/v1/chat/completions", &chat("Hi", extra))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["usage"]["completion_tokens"], 4);
+}

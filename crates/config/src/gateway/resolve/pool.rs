@@ -35,6 +35,9 @@ pub struct Pool {
     pub picker: PickerSource,
     /// Whole-request timeout; `None` is no timeout (`0s`, or not set).
     pub route_timeout: Setting<Option<Duration>>,
+    /// Write the request's band into the forwarded body as vLLM's `priority`
+    /// ([`crate::gateway::Band::engine_priority`]).
+    pub forward_priority: Setting<bool>,
     /// Static discovery: the endpoints the selector matches, in `spec.endpoints` order.
     /// Kubernetes discovery: empty (pods are watched at run time).
     pub endpoints: Vec<PoolEndpoint>,
@@ -185,6 +188,7 @@ impl Pool {
             engine_type: Setting::or(s.engine_type, defaults::ENGINE_TYPE),
             picker,
             route_timeout,
+            forward_priority: Setting::or(s.forward_priority, defaults::FORWARD_PRIORITY),
             endpoints: members,
         }
     }

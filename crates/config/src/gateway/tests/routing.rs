@@ -246,6 +246,27 @@ fn route_timeouts_and_written_values_resolve() {
 }
 
 #[test]
+fn forward_priority_is_off_unless_a_pool_turns_it_on_and_check_says_so() {
+    let mut c = base();
+    c.spec.schedulers[1].forward_priority = Some(true);
+    let gw = resolve(&c).unwrap();
+    assert_eq!(gw.pools[0].forward_priority, Setting::default_value(false));
+    assert_eq!(gw.pools[1].forward_priority, Setting::set(true));
+    let report = gw.to_string();
+    assert!(report.contains("forwardPriority   off (default)"), "{report}");
+    assert!(
+        report.contains("forwardPriority   on: body `priority` Critical -1, Standard 0"),
+        "{report}"
+    );
+    let yaml = BASE.replace(
+        "      targetPort: 9000",
+        "      targetPort: 9000\n      forwardPriority: true",
+    );
+    let gw = resolve(&load_from_str(&yaml).unwrap()).unwrap();
+    assert!(gw.pools.iter().any(|p| p.forward_priority == Setting::set(true)));
+}
+
+#[test]
 fn deployment_knobs_are_reported_not_ignored() {
     let yaml = BASE.replace(
         "      targetPort: 9000",
