@@ -1,23 +1,31 @@
 //! The response's way back: the endpoint that served (Envoy reports it after its retries), the
-//! in-flight guard moved there when it is not the primary, and the gateway's accounting (TTFT,
-//! usage, end-to-end latency, the flow-control permit) fed with each chunk until the response
-//! ends.
+//! in-flight guard moved there when it is not the primary, the gateway's accounting (TTFT,
+//! usage, end-to-end latency, the flow-control permit, the rate-limit reservation settled with
+//! the usage) fed with each chunk until the response ends, and, for a request a rewrite sent to
+//! another model, the answer's `model` renamed back to the client's (JSON and SSE), as the
+//! standalone gateway does.
 
 use std::sync::Arc;
 
+use bytes::Bytes;
+use hyper::header::CONTENT_TYPE;
 use infergate_gateway::account::Accounting;
 use infergate_gateway::metrics::EndpointLabels;
+use infergate_gateway::rewrite::response::Restore;
 use infergate_gateway::usage::UsageTap;
 use infergate_gateway::GatewayHandle;
 use tokio::time::Instant;
 
 use crate::decide::Routed;
+use crate::protocol::Head;
 
 /// One response's accounting. Dropping it ends the accounting (the in-flight guard goes), so a
 /// stream that breaks off still releases its endpoint.
 #[derive(Debug)]
 pub struct Answer {
     accounting: Accounting,
+    /// Renames the answer's `model` back to the client's, for a rewritten request.
+    restore: Option<Restore>,
 }
 
 /// When the request started and when it was handed to Envoy.
@@ -30,8 +38,8 @@ pub struct Times {
 }
 
 impl Answer {
-    /// Starts accounting for the response to `routed`, served by `served` (as Envoy reported
-    /// it; the primary when it did not). Returns the address that served.
+    /// Starts accounting for the response to `routed` (its head is `head`), served by `served`
+    /// (as Envoy reported it; the primary when it did not). Returns the address that served.
     ///
     /// When Envoy moved on to a fallback, the fallback is dispatched (it learns the prefix and
     /// is counted in flight) and the primary's guard is released. A served address outside the
@@ -40,14 +48,17 @@ impl Answer {
         handle: &GatewayHandle,
         routed: Routed,
         served: Option<&str>,
-        content_type: Option<&str>,
+        head: &Head,
         times: Times,
     ) -> (Self, String) {
+        let content_type = head.headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok());
         let Routed {
             target,
             snap,
             features,
             model,
+            restore,
+            limit,
             primary,
             dispatch,
             permit,
@@ -92,16 +103,48 @@ impl Answer {
             UsageTap::for_content_type(content_type),
         );
         accounting.hold(permit);
-        (Self { accounting }, endpoint)
+        if let Some(ticket) = limit {
+            // An error status without usage refunds the tokens, as in the standalone gateway.
+            let failed = head.status.is_some_and(|s| (400..600).contains(&s));
+            accounting.hold_limit(ticket, failed);
+        }
+        let restore = restore.and_then(|m| Restore::new(content_type, &m));
+        (
+            Self {
+                accounting,
+                restore,
+            },
+            endpoint,
+        )
     }
 
-    /// A response chunk on its way to the client.
-    pub fn on_data(&mut self, chunk: &[u8]) {
-        self.accounting.on_data(chunk);
+    /// Whether the answer's bytes change on the way (its `model` is renamed), so its
+    /// `Content-Length` no longer holds.
+    pub fn renames(&self) -> bool {
+        self.restore.is_some()
     }
 
-    /// The response ended. Runs once; later calls do nothing.
-    pub fn finish(&mut self) {
+    /// A response chunk from the model server; returns the bytes to send on to the client
+    /// (fewer while a `model` value is held back, more when it is renamed).
+    pub fn on_data(&mut self, chunk: Vec<u8>) -> Vec<u8> {
+        self.accounting.on_data(&chunk);
+        let Some(restore) = self.restore.as_mut() else {
+            return chunk;
+        };
+        let chunk = Bytes::from(chunk);
+        let out = restore.feed(&chunk);
+        // The last reference to an unchanged chunk hands its buffer back without a copy.
+        drop(chunk);
+        Vec::from(out)
+    }
+
+    /// The response ended. Runs once; later calls do nothing. Returns the bytes the renamer
+    /// still held (a `model` value that never closed, given back unchanged).
+    pub fn finish(&mut self) -> Vec<u8> {
         self.accounting.finish();
+        self.restore
+            .as_mut()
+            .map(|r| Vec::from(r.finish()))
+            .unwrap_or_default()
     }
 }

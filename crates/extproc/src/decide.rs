@@ -1,24 +1,29 @@
-//! A request's way through the data plane once its body is in: parse → route → features →
-//! subset, then (after flow control admitted it) pick. The same steps, the same errors and the
-//! same metrics as the standalone gateway (`infergate_gateway::service`); what differs is the
-//! end: instead of proxying, the pick goes back to Envoy as a destination list, and the dispatch
-//! (the in-flight guard) and the flow-control permit are held until the response ends.
+//! A request's way through the data plane once its body is in (and its token checked): parse →
+//! rewrite → route → identity → features → subset, then (after the rate limits and flow control
+//! let it go on, see [`crate::wait`]) pick. The same steps, the same errors and the same
+//! metrics as the standalone gateway (`infergate_gateway::service`); what differs is the end:
+//! instead of proxying, the pick goes back to Envoy as a destination list (with the rewritten
+//! body, when a canary rule changed the model), and the dispatch (the in-flight guard), the
+//! flow-control permit and the rate-limit reservation are held until the response ends.
 
 use std::sync::Arc;
 
 use hyper::HeaderMap;
+use infergate_auth::Verified;
 use infergate_config::gateway::Band;
 use infergate_gateway::admission::{Ask as FlowAsk, FlowPermit};
 use infergate_gateway::api_error::ApiError;
-use infergate_gateway::metrics::{EndpointLabels, PoolLabels, RequestLabels};
+use infergate_gateway::metrics::{EndpointLabels, Metrics, PoolLabels, RequestLabels};
 use infergate_gateway::parse::{self, ParsedRequest, PromptBytes, MODEL_HEADER};
 use infergate_gateway::pool::Snapshot;
+use infergate_gateway::ratelimit::LimitTicket;
 use infergate_gateway::route::{Routes, Target};
-use infergate_gateway::{features, GatewayHandle};
+use infergate_gateway::{auth, features, rewrite, GatewayHandle};
 use infergate_picker::{Dispatch, EndpointId, RequestFeatures};
 use tokio::time::Instant;
 
 use crate::subset::SubsetIndexes;
+use crate::wait::Charge;
 
 /// A request routed to its pool, waiting for flow control.
 #[derive(Debug)]
@@ -27,12 +32,22 @@ pub struct Prepared {
     pub target: Target,
     /// The picker's view of the request.
     pub features: RequestFeatures,
-    /// The model the request named.
+    /// The model the request is routed by (a canary rule's target, when one rewrote it).
     pub model: String,
     /// Its priority band.
     pub band: Band,
     /// Its body's size.
     pub bytes: u64,
+    /// The body naming the rewritten model, to send upstream instead of the client's; `None`
+    /// when the model stayed as the client named it. Taken by the exchange.
+    pub rewritten_body: Option<Vec<u8>>,
+    /// The model the client asked for, when a rewrite sent the request to another: the answer
+    /// names it again.
+    pub restore: Option<String>,
+    /// What the rate limits charge it.
+    pub charge: Charge,
+    /// Its rate-limit reservation, once charged.
+    pub limit: Option<LimitTicket>,
 }
 
 impl Prepared {
@@ -55,8 +70,12 @@ pub struct Routed {
     pub snap: Arc<Snapshot>,
     /// The picker's view of the request.
     pub features: RequestFeatures,
-    /// The model the request named.
+    /// The model the request is routed by.
     pub model: String,
+    /// The model the client asked for, when a rewrite sent the request to another.
+    pub restore: Option<String>,
+    /// The rate-limit reservation, settled with the response's usage.
+    pub limit: Option<LimitTicket>,
     /// The primary endpoint.
     pub primary: EndpointId,
     /// `ip:port` of the primary, then of each fallback, comma-separated.
@@ -76,6 +95,10 @@ pub struct Ask<'a> {
     pub body: &'a [u8],
     /// The subset hint, when Envoy sent one.
     pub subset: Option<&'a [String]>,
+    /// The verified bearer token, with auth on.
+    pub token: Option<&'a Verified>,
+    /// `:path`.
+    pub path: &'a str,
 }
 
 /// The model and prompt of a request. A request with no body (a GET) can still name its model
@@ -102,27 +125,65 @@ pub fn prepare(
     routes: &Arc<Routes>,
     subsets: &SubsetIndexes,
     ask: Ask<'_>,
+    metrics: &Metrics,
     labels: &mut RequestLabels,
 ) -> Result<Prepared, ApiError> {
     // Parse.
-    let parsed = parse(ask)?;
+    let mut parsed = parse(ask)?;
+
+    // Rewrite: a canary rule (or the rewrite header) sends the request to another model; the
+    // body sent upstream names that model, and the answer names the client's again. A request
+    // without a body is routed by the target alone.
+    let rewrite = routes.rewrites.decide(&parsed.model, ask.headers, ask.body);
+    let restore = rewrite
+        .as_ref()
+        .and_then(|r| r.restore())
+        .map(str::to_owned);
+    let rewritten_body = match &rewrite {
+        Some(r) if restore.is_some() && !ask.body.is_empty() => Some(Vec::from(
+            rewrite::set_model(ask.body, &mut parsed, &r.target)?,
+        )),
+        Some(r) if restore.is_some() => {
+            parsed.model.clone_from(&r.target);
+            None
+        }
+        _ => None,
+    };
 
     // Route.
     let target = routes
         .route(&parsed.model)
         .ok_or_else(ApiError::unknown_model)?;
+    if let Some(r) = &rewrite {
+        r.count(metrics);
+    }
     let pool = Arc::clone(&target.pool);
     labels.model.clone_from(&parsed.model);
     labels.pool.clone_from(&pool.name);
-    let tenancy = &routes.config.tenancy;
-    let band = features::band(ask.headers, tenancy);
+
+    // Identity: from the token's claims, or from headers, as `tenancy` says.
+    let identity = auth::identity(&routes.config.tenancy, ask.token, ask.headers);
+    // Priority: a pool with `forwardPriority` tells its model servers the band as vLLM's body
+    // `priority`, as the standalone gateway does.
+    let rewritten_body = if pool.forward_priority && !ask.body.is_empty() {
+        let current = rewritten_body.as_deref().unwrap_or(ask.body);
+        let priority = identity.band.engine_priority();
+        Some(Vec::from(rewrite::set_priority(
+            current,
+            &mut parsed,
+            priority,
+        )?))
+    } else {
+        rewritten_body
+    };
+    let body = rewritten_body.as_deref().unwrap_or(ask.body);
     let mut features = features::features(
         &parsed.model,
         target.adapter.as_deref(),
-        parsed.prompt.get(ask.body),
+        parsed.prompt.get(body),
         &pool.policy().prefix_params(),
-        band,
-        features::tenant(ask.headers, tenancy),
+        identity.band,
+        identity.tenant,
     );
     features.buffered_response = !parsed.stream;
 
@@ -141,12 +202,27 @@ pub fn prepare(
         }
         features.endpoint_subset = Some(eligible);
     }
+    // Embeddings generate nothing, so only their input counts against tokens per minute.
+    let embeddings = ask.path.split('?').next() == Some("/v1/embeddings");
+    let charge = Charge {
+        tenant: features.tenant.clone(),
+        prompt_tokens: features.prompt_tokens,
+        max_tokens: if embeddings {
+            Some(0)
+        } else {
+            parsed.max_tokens
+        },
+    };
     Ok(Prepared {
         target,
         features,
         model: parsed.model,
-        band,
-        bytes: ask.body.len() as u64,
+        band: identity.band,
+        bytes: body.len() as u64,
+        rewritten_body,
+        restore,
+        charge,
+        limit: None,
     })
 }
 
@@ -161,6 +237,8 @@ pub fn pick(
         target,
         features,
         model,
+        restore,
+        limit,
         ..
     } = prepared;
     let pool = &target.pool;
@@ -199,6 +277,8 @@ pub fn pick(
         snap,
         features,
         model,
+        restore,
+        limit,
         primary: pick.primary,
         destination,
         dispatch,

@@ -1,37 +1,42 @@
 //! One ext_proc stream — one HTTP request and its response — as a state machine: each message
 //! Envoy sends goes in, the messages to send back come out, in the protocol's order. No I/O and
-//! no waiting of its own: the gRPC service feeds it, waits out a flow-control queue for it
-//! ([`Exchange::take_waiting`]) and watches its deadline.
+//! no waiting of its own: the gRPC service feeds it, waits out the steps that cannot finish at
+//! once for it ([`Exchange::take_pending`], see [`crate::wait`]) and watches its deadline.
 //!
 //! ```text
-//! Headers ─request headers─▶ Body ─body … end_of_stream (or trailers)─▶ decide
-//!    │ (no body)               │ (over bbr.maxRequestBodyBytes: 413)       │
-//!    └────────────────────────────────────────────────────────────────────┤
-//! decide: refuse (immediate response) │ queue ─admitted─┐ │ admit now ─┐
-//!                                                      pick, answer headers + body ─▶ Upstream
-//! Upstream ─response headers─▶ Response ─body … end_of_stream (or trailers)─▶ Done
+//! Headers ─request headers (token check starts)─▶ Body ─body … end_of_stream (or trailers)─┐
+//!    │ (no body)                                    │ (over bbr.maxRequestBodyBytes: 413)   │
+//!    └──────────────────────────────────────────────────────────────────────────────────────┤
+//!   (token still being checked: Authenticating) ─▶ decide: parse → rewrite → route → limit →
+//!   admit; refuse (immediate response) │ wait (Queued) ─┐ │ go now ─┐
+//!                                      pick, answer headers + (rewritten) body ─▶ Upstream
+//! Upstream ─response headers─▶ Response ─body (model renamed back) … end_of_stream─▶ Done
 //! ```
 //!
-//! Invariant: the request-headers answer goes out only once the whole body is in (the decision
-//! needs the model and the prompt), and it goes out before any body chunk.
+//! Invariants: the request-headers answer goes out only once the whole body is in and the
+//! token is verified (the decision needs the model, the prompt and the identity), and it goes
+//! out before any body chunk. A refused token is answered at once, body or not.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use envoy_types::pb::envoy::service::ext_proc::v3::processing_request::Request as Message;
 use envoy_types::pb::envoy::service::ext_proc::v3::{ProcessingRequest, ProcessingResponse};
-use hyper::header::CONTENT_TYPE;
+use infergate_auth::Verified;
 use infergate_gateway::api_error::ApiError;
 use infergate_gateway::metrics::RequestLabels;
 use infergate_gateway::route::Routes;
 use tokio::time::Instant;
 
-use crate::answer::{Answer, Times};
-use crate::decide::{self, Ask, Prepared, Routed};
+use crate::answer::Answer;
+use crate::decide::{Prepared, Routed};
 use crate::metadata;
-use crate::protocol::{self, Direction, Head};
+use crate::protocol::{self, Head};
 use crate::service::Processor;
-use infergate_gateway::admission::{Admitted, FlowPermit, Waiting};
+use crate::wait::{Pending, Resumed};
+
+mod decision;
+mod respond;
 
 /// Where the exchange is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,7 +45,9 @@ enum Phase {
     Headers,
     /// Buffering the request body.
     Body,
-    /// Waiting in the pool's flow-control queue.
+    /// The body is in; the token is still being checked.
+    Authenticating,
+    /// Waiting for the rate-limit store or in the pool's flow-control queue.
     Queued,
     /// The destination went back; waiting for the response headers.
     Upstream,
@@ -70,7 +77,6 @@ pub struct OutOfOrder {
 }
 
 /// One request and its response.
-#[derive(Debug)]
 pub struct Exchange {
     processor: Arc<Processor>,
     phase: Phase,
@@ -80,14 +86,34 @@ pub struct Exchange {
     head: Head,
     body: Vec<u8>,
     subset: Option<Vec<String>>,
+    /// The verified token, with auth on.
+    token: Option<Verified>,
+    /// The token check is still running.
+    authenticating: bool,
+    /// How the request ended, while the token check finishes.
+    ended: Option<Ending>,
+    /// A request waiting for its rate limits or for flow control.
     queued: Option<(Prepared, Ending)>,
-    waiting: Option<Waiting>,
+    /// The step to wait on, until the service takes it.
+    pending: Option<Pending>,
     routed: Option<Routed>,
     answer: Option<Answer>,
     dispatched: Instant,
     deadline: Option<Instant>,
     route_timeout: Option<Duration>,
     labels: RequestLabels,
+}
+
+impl std::fmt::Debug for Exchange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Exchange")
+            .field("phase", &self.phase)
+            .field("path", &self.head.path)
+            .field("body_len", &self.body.len())
+            .field("pending", &self.pending.is_some())
+            .field("labels", &self.labels)
+            .finish_non_exhaustive()
+    }
 }
 
 fn message_name(m: Option<&Message>) -> &'static str {
@@ -115,8 +141,11 @@ impl Exchange {
             head: Head::default(),
             body: Vec::new(),
             subset: None,
+            token: None,
+            authenticating: false,
+            ended: None,
             queued: None,
-            waiting: None,
+            pending: None,
             routed: None,
             answer: None,
             dispatched: now,
@@ -137,23 +166,52 @@ impl Exchange {
         self.deadline
     }
 
-    /// The flow-control queue entry to wait on, when the request was queued. Dropping it
-    /// leaves the queue; its verdict goes to [`Exchange::on_admitted`].
-    pub fn take_waiting(&mut self) -> Option<Waiting> {
-        self.waiting.take()
+    /// The step to wait on, when one could not finish at once (the token check, the
+    /// rate-limit store, the flow-control queue). Dropping it abandons the step; its outcome
+    /// goes to [`Exchange::on_resumed`].
+    pub fn take_pending(&mut self) -> Option<Pending> {
+        self.pending.take()
     }
 
-    /// Flow control's verdict on a queued request: picked and sent on, or refused.
-    pub fn on_admitted(
-        &mut self,
-        verdict: Result<FlowPermit, ApiError>,
-    ) -> Vec<ProcessingResponse> {
-        let Some((prepared, ending)) = self.queued.take() else {
+    /// The outcome of a step that waited. Ignored once the exchange is done (a deadline or a
+    /// refusal came first).
+    pub fn on_resumed(&mut self, resumed: Resumed) -> Vec<ProcessingResponse> {
+        if self.phase == Phase::Done {
             return Vec::new();
-        };
-        match verdict {
-            Ok(permit) => self.route(prepared, permit, ending),
-            Err(e) => self.refuse(&e),
+        }
+        match resumed {
+            Resumed::Authenticated(verdict) => {
+                self.authenticating = false;
+                match verdict {
+                    Ok(token) => self.token = Some(token),
+                    Err(e) => return self.refuse(&e),
+                }
+                match self.ended.take() {
+                    Some(ending) if self.phase == Phase::Authenticating => self.decide(ending),
+                    _ => Vec::new(),
+                }
+            }
+            Resumed::Limited(verdict) => {
+                let Some((mut prepared, ending)) = self.queued.take() else {
+                    return Vec::new();
+                };
+                match verdict {
+                    Ok(ticket) => {
+                        prepared.limit = ticket;
+                        self.admit(prepared, ending)
+                    }
+                    Err(e) => self.refuse(&e),
+                }
+            }
+            Resumed::Admitted(verdict) => {
+                let Some((prepared, ending)) = self.queued.take() else {
+                    return Vec::new();
+                };
+                match verdict {
+                    Ok(permit) => self.route(prepared, permit, ending),
+                    Err(e) => self.refuse(&e),
+                }
+            }
         }
     }
 
@@ -177,8 +235,11 @@ impl Exchange {
         match (self.phase, msg.request) {
             (Phase::Headers, Some(Message::RequestHeaders(h))) => {
                 self.head = protocol::read_head(h.headers.as_ref());
+                if let Some(refused) = self.authenticate() {
+                    return Ok(refused);
+                }
                 if h.end_of_stream {
-                    return Ok(self.decide(Ending::Headers));
+                    return Ok(self.body_done(Ending::Headers));
                 }
                 self.phase = Phase::Body;
                 Ok(Vec::new())
@@ -194,32 +255,21 @@ impl Exchange {
                     self.body.extend_from_slice(&b.body);
                 }
                 if b.end_of_stream {
-                    return Ok(self.decide(Ending::Body));
+                    return Ok(self.body_done(Ending::Body));
                 }
                 Ok(Vec::new())
             }
-            (Phase::Body, Some(Message::RequestTrailers(_))) => Ok(self.decide(Ending::Trailers)),
+            (Phase::Body, Some(Message::RequestTrailers(_))) => {
+                Ok(self.body_done(Ending::Trailers))
+            }
             (Phase::Upstream, Some(Message::ResponseHeaders(h))) => {
                 let head = protocol::read_head(h.headers.as_ref());
                 Ok(self.respond(&head, md, h.end_of_stream))
             }
             (Phase::Response, Some(Message::ResponseBody(b))) => {
-                if let Some(a) = self.answer.as_mut() {
-                    a.on_data(&b.body);
-                }
-                if b.end_of_stream {
-                    self.finish();
-                }
-                Ok(protocol::pass_through(
-                    Direction::Response,
-                    b.body,
-                    b.end_of_stream,
-                ))
+                Ok(self.response_body(b.body, b.end_of_stream))
             }
-            (Phase::Response, Some(Message::ResponseTrailers(_))) => {
-                self.finish();
-                Ok(vec![protocol::trailers(Direction::Response)])
-            }
+            (Phase::Response, Some(Message::ResponseTrailers(_))) => Ok(self.response_trailers()),
             // After an immediate response Envoy stops; anything still in flight is moot.
             (Phase::Done, _) => Ok(Vec::new()),
             (phase, other) => Err(OutOfOrder {
@@ -227,7 +277,8 @@ impl Exchange {
                 phase: match phase {
                     Phase::Headers => "waiting for the request headers",
                     Phase::Body => "reading the request body",
-                    Phase::Queued => "queued by flow control",
+                    Phase::Authenticating => "checking the token",
+                    Phase::Queued => "waiting for rate limits or flow control",
                     Phase::Upstream => "waiting for the response headers",
                     Phase::Response => "passing the response body",
                     Phase::Done => "done",
@@ -245,12 +296,13 @@ impl Exchange {
         match self.phase {
             Phase::Queued | Phase::Upstream => {
                 self.queued = None;
-                self.waiting = None;
+                self.pending = None;
                 self.routed = None;
                 self.refuse(&err)
             }
             Phase::Response => {
-                self.finish();
+                // Envoy resets the stream: whatever the renamer still held is moot.
+                let _held = self.finish();
                 vec![protocol::refusal(&err)]
             }
             _ => Vec::new(),
@@ -272,131 +324,9 @@ impl Exchange {
         self.count();
         self.phase = Phase::Done;
         self.body = Vec::new();
+        self.queued = None;
+        self.pending = None;
         vec![protocol::refusal(err)]
-    }
-
-    fn decide(&mut self, ending: Ending) -> Vec<ProcessingResponse> {
-        let routes = Arc::clone(&self.routes);
-        if self.head.method == "GET" && self.head.path.split('?').next() == Some("/v1/models") {
-            // The models the pools serve, as the standalone gateway lists them (and, as there,
-            // not counted as an inference request).
-            self.phase = Phase::Done;
-            let headers = vec![protocol::set_header("content-type", b"application/json")];
-            return vec![protocol::immediate(200, headers, routes.models(), "models")];
-        }
-        let ask = Ask {
-            headers: &self.head.headers,
-            body: &self.body,
-            subset: self.subset.as_deref(),
-        };
-        let prepared =
-            match decide::prepare(&routes, &self.processor.subsets, ask, &mut self.labels) {
-                Ok(p) => p,
-                Err(e) => return self.refuse(&e),
-            };
-        let pool = Arc::clone(&prepared.target.pool);
-        self.route_timeout = pool.route_timeout;
-        self.deadline = self.route_timeout.map(|t| self.started + t);
-        match pool.admission().enqueue(prepared.flow_ask()) {
-            Ok(Admitted::Now(permit)) => self.route(prepared, permit, ending),
-            Ok(Admitted::Queued(waiting)) => {
-                self.queued = Some((prepared, ending));
-                self.waiting = Some(waiting);
-                self.phase = Phase::Queued;
-                Vec::new()
-            }
-            Err(e) => self.refuse(&e),
-        }
-    }
-
-    /// Picks the endpoints of an admitted request and answers the headers, then the body.
-    fn route(
-        &mut self,
-        prepared: Prepared,
-        permit: FlowPermit,
-        ending: Ending,
-    ) -> Vec<ProcessingResponse> {
-        let routed = match decide::pick(&self.processor.handle, prepared, permit) {
-            Ok(r) => r,
-            Err(e) => return self.refuse(&e),
-        };
-        let mut extra = Vec::new();
-        if self.routes.config.bbr.enabled {
-            // Body-based routing: Envoy's routes match these to send the request to its pool's
-            // cluster (the route cache is cleared with the same answer).
-            extra.push(protocol::set_header(
-                protocol::MODEL_NAME,
-                routed.model.as_bytes(),
-            ));
-            extra.push(protocol::set_header(
-                protocol::BASE_MODEL_NAME,
-                routed.target.base_model.as_bytes(),
-            ));
-        }
-        if ending == Ending::Body {
-            // Trailers need a chunked body, so a request with trailers keeps Envoy's framing.
-            extra.push(protocol::content_length(self.body.len()));
-        }
-        let mut out = vec![protocol::route(&routed.destination, extra)];
-        match ending {
-            Ending::Headers => {}
-            Ending::Body => out.extend(protocol::body_chunks(Direction::Request, &self.body, true)),
-            Ending::Trailers => {
-                out.extend(protocol::body_chunks(Direction::Request, &self.body, false));
-                out.push(protocol::trailers(Direction::Request));
-            }
-        }
-        self.body = Vec::new();
-        self.dispatched = Instant::now();
-        self.routed = Some(routed);
-        self.phase = Phase::Upstream;
-        out
-    }
-
-    fn respond(
-        &mut self,
-        head: &Head,
-        md: Option<&envoy_types::pb::envoy::config::core::v3::Metadata>,
-        end_of_stream: bool,
-    ) -> Vec<ProcessingResponse> {
-        let Some(routed) = self.routed.take() else {
-            self.phase = Phase::Done;
-            return vec![protocol::response_headers(Vec::new())];
-        };
-        let served = metadata::served(md);
-        let content_type = head.headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok());
-        let times = Times {
-            started: self.started,
-            dispatched: self.dispatched,
-        };
-        let (answer, endpoint) = Answer::start(
-            &self.processor.handle,
-            routed,
-            served.as_deref(),
-            content_type,
-            times,
-        );
-        self.labels.status = head.status.unwrap_or(0);
-        self.labels.endpoint.clone_from(&endpoint);
-        self.count();
-        self.answer = Some(answer);
-        self.phase = Phase::Response;
-        if end_of_stream {
-            self.finish();
-        }
-        // The client sees where it was served, as with the standalone gateway.
-        vec![protocol::response_headers(vec![protocol::set_header(
-            protocol::DESTINATION,
-            endpoint.as_bytes(),
-        )])]
-    }
-
-    fn finish(&mut self) {
-        if let Some(mut a) = self.answer.take() {
-            a.finish();
-        }
-        self.deadline = None;
-        self.phase = Phase::Done;
     }
 }
 

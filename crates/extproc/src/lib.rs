@@ -16,8 +16,9 @@
 //! |---|---|---|
 //! | wire | [`protocol`], [`metadata`] | keys, header/metadata answers, ≤ 62,000-byte chunks, immediate responses |
 //! | stream | [`exchange`], [`service`] | one stream's state machine; the gRPC service that drives it |
-//! | decide | [`decide`], [`subset`] | parse → route → features → subset → admit → pick |
-//! | account | [`answer`] | served endpoint, in-flight guard, TTFT, usage |
+//! | decide | [`decide`], [`subset`] | parse → rewrite → route → identity → features → subset → pick |
+//! | wait | [`wait`] | the steps that may wait: token check, rate limits, flow-control queue |
+//! | account | [`answer`] | served endpoint, in-flight guard, TTFT, usage, rate-limit settling, model renamed back |
 //! | serve | [`server`], [`health`] | listeners, TLS, gRPC health, drain |
 //!
 //! ```no_run
@@ -44,6 +45,7 @@ pub mod protocol;
 pub mod server;
 pub mod service;
 pub mod subset;
+pub mod wait;
 
 pub use error::ExtProcError;
 pub use server::{check_extproc, ExtProc, ExtProcOptions, DEFAULT_LISTEN};

@@ -116,9 +116,14 @@ pub fn content_length(body_len: usize) -> HeaderValueOption {
 }
 
 /// The answer to the request headers once the body is in: the destination header (and
-/// `extra` headers) set, the same destination in the `envoy.lb` metadata, and the route cache
-/// cleared so Envoy routes on the headers just set.
-pub fn route(destination: &str, extra: Vec<HeaderValueOption>) -> ProcessingResponse {
+/// `extra` headers) set, `remove` removed (the bearer token, which the model servers never
+/// see), the same destination in the `envoy.lb` metadata, and the route cache cleared so Envoy
+/// routes on the headers just set.
+pub fn route(
+    destination: &str,
+    extra: Vec<HeaderValueOption>,
+    remove: Vec<String>,
+) -> ProcessingResponse {
     let mut set_headers = Vec::with_capacity(extra.len() + 1);
     set_headers.push(set_header(DESTINATION, destination.as_bytes()));
     set_headers.extend(extra);
@@ -128,7 +133,7 @@ pub fn route(destination: &str, extra: Vec<HeaderValueOption>) -> ProcessingResp
             response: Some(CommonResponse {
                 header_mutation: Some(HeaderMutation {
                     set_headers,
-                    remove_headers: Vec::new(),
+                    remove_headers: remove,
                 }),
                 clear_route_cache: true,
                 ..CommonResponse::default()
@@ -138,15 +143,18 @@ pub fn route(destination: &str, extra: Vec<HeaderValueOption>) -> ProcessingResp
     }
 }
 
-/// The answer to the response headers, setting `set` on the response.
-pub fn response_headers(set: Vec<HeaderValueOption>) -> ProcessingResponse {
+/// The answer to the response headers, setting `set` on the response and removing `remove`
+/// (the `Content-Length` of a body whose model is renamed on the way back).
+pub fn response_headers(set: Vec<HeaderValueOption>, remove: Vec<String>) -> ProcessingResponse {
     ProcessingResponse {
         response: Some(Response::ResponseHeaders(HeadersResponse {
             response: Some(CommonResponse {
-                header_mutation: (!set.is_empty()).then(|| HeaderMutation {
-                    set_headers: set,
-                    remove_headers: Vec::new(),
-                }),
+                header_mutation: (!set.is_empty() || !remove.is_empty()).then_some(
+                    HeaderMutation {
+                        set_headers: set,
+                        remove_headers: remove,
+                    },
+                ),
                 ..CommonResponse::default()
             }),
         })),

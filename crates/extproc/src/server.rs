@@ -70,37 +70,11 @@ impl Default for ExtProcOptions {
     }
 }
 
-fn unsupported(field: &str, reason: &str) -> ExtProcError {
-    ExtProcError::Unsupported {
-        field: field.to_owned(),
-        reason: reason.to_owned(),
-    }
-}
-
 /// Refuses what extproc mode does not honour, naming the field, on top of what the data plane
-/// itself refuses: request steps it does not run (so a set knob is never silently skipped),
-/// and endpoints Envoy cannot be pointed at — the destination names endpoints as `ip:port`, and
-/// Envoy's override-host policy matches hosts by IP address only.
+/// itself refuses: endpoints Envoy cannot be pointed at — the destination names endpoints as
+/// `ip:port`, and Envoy's override-host policy matches hosts by IP address only. (Auth,
+/// rewrites and rate limits run as in the standalone gateway.)
 pub fn check_extproc(config: &ResolvedGateway) -> Result<(), ExtProcError> {
-    if config.auth.is_some() {
-        return Err(unsupported(
-            "spec.auth",
-            "JWT auth is not implemented in extproc mode yet; verify tokens with Envoy's \
-             jwt_authn filter in front of ext_proc and pass tenant and criticality in headers",
-        ));
-    }
-    if !config.rewrites.is_empty() {
-        return Err(unsupported(
-            "spec.rewrites",
-            "model rewrites are not implemented in extproc mode yet",
-        ));
-    }
-    if config.rate_limits.is_some() {
-        return Err(unsupported(
-            "spec.rateLimits",
-            "rate limits are not implemented in extproc mode yet",
-        ));
-    }
     for pool in &config.pools {
         for e in &pool.endpoints {
             if e.authority.parse::<SocketAddr>().is_err() {
@@ -166,6 +140,16 @@ impl ExtProc {
             ..infergate_gateway::GatewayOptions::default()
         };
         let plane = Plane::start(config, &plane_options)?;
+        // A JWKS URL answers within moments; serving before it did would refuse every token.
+        if !plane
+            .handle()
+            .wait_for_keys(infergate_gateway::auth::FIRST_LOAD_WAIT)
+            .await
+        {
+            tracing::warn!(
+                "no JWT signing keys loaded yet: tokens get 503 until the key set loads (retried in the background)"
+            );
+        }
         let tls = infergate_gateway::tls::configure(&tls_mode, config_dir)?;
         let listener = bind(listen).await?;
         let local_addr = address_of(&listener)?;

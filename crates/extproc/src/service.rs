@@ -1,6 +1,7 @@
 //! The gRPC `envoy.service.ext_proc.v3.ExternalProcessor` service: each `Process` stream gets
 //! an [`Exchange`], and the stream of answers drives it: polling the answers reads Envoy's
-//! messages, waits out the flow-control queue and fires the `routeTimeout` deadline. No task or
+//! messages, waits out the steps that could not finish at once (a key reload, the rate-limit
+//! store, the flow-control queue; see [`crate::wait`]) and fires the `routeTimeout` deadline. No task or
 //! channel per request: every message costs one wake-up of the connection's task, not three.
 
 use std::collections::VecDeque;
@@ -12,14 +13,13 @@ use std::task::{Context, Poll};
 use envoy_types::pb::envoy::service::ext_proc::v3::external_processor_server::ExternalProcessor;
 use envoy_types::pb::envoy::service::ext_proc::v3::{ProcessingRequest, ProcessingResponse};
 use futures_util::Stream;
-use infergate_gateway::admission::FlowPermit;
-use infergate_gateway::api_error::ApiError;
 use infergate_gateway::GatewayHandle;
 use tokio::time::{Instant, Sleep};
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::exchange::Exchange;
 use crate::subset::SubsetIndexes;
+use crate::wait::Pending;
 
 /// What every exchange shares: the gateway's data plane and the subset indexes of its pools.
 #[derive(Debug)]
@@ -68,7 +68,7 @@ impl ExternalProcessor for ExtProcService {
             exchange: Exchange::new(Arc::clone(&self.processor)),
             inbound: request.into_inner(),
             ready: VecDeque::new(),
-            verdict: None,
+            pending: None,
             deadline: None,
             over: false,
         };
@@ -76,18 +76,16 @@ impl ExternalProcessor for ExtProcService {
     }
 }
 
-/// A flow-control verdict being waited for.
-type Verdict = Pin<Box<dyn Future<Output = Result<FlowPermit, ApiError>> + Send>>;
-
 /// One stream's answers. Polling it feeds the exchange whatever is ready — Envoy's next
-/// message, the queue's verdict, the deadline — and yields the exchange's answers in order.
+/// message, the outcome of the step it waits on, the deadline — and yields the exchange's
+/// answers in order.
 /// Dropping it (the stream ends, or Envoy goes away) drops the exchange, which ends its
 /// accounting and leaves any queue, so an endpoint's in-flight count never outlives the stream.
 struct Answers {
     exchange: Exchange,
     inbound: Streaming<ProcessingRequest>,
     ready: VecDeque<ProcessingResponse>,
-    verdict: Option<Verdict>,
+    pending: Option<Pending>,
     deadline: Option<(Instant, Pin<Box<Sleep>>)>,
     over: bool,
 }
@@ -104,8 +102,8 @@ impl Answers {
 
     fn take(&mut self, answers: Vec<ProcessingResponse>) {
         self.ready.extend(answers);
-        if let Some(w) = self.exchange.take_waiting() {
-            self.verdict = Some(Box::pin(w.wait()));
+        if let Some(p) = self.exchange.take_pending() {
+            self.pending = Some(p);
         }
         self.arm();
     }
@@ -124,10 +122,10 @@ impl Stream for Answers {
             if this.over || this.exchange.is_done() {
                 return Poll::Ready(None);
             }
-            if let Some(v) = this.verdict.as_mut() {
-                if let Poll::Ready(verdict) = v.as_mut().poll(cx) {
-                    this.verdict = None;
-                    let answers = this.exchange.on_admitted(verdict);
+            if let Some(p) = this.pending.as_mut() {
+                if let Poll::Ready(resumed) = p.as_mut().poll(cx) {
+                    this.pending = None;
+                    let answers = this.exchange.on_resumed(resumed);
                     this.take(answers);
                     continue;
                 }

@@ -11,83 +11,11 @@ use std::net::{TcpListener, TcpStream};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine;
+use common::jwt::{auth_spec, claims, Key, MIN_GAP};
 use common::{free_port, infergate, instant_replica, wait_for, Running};
-use ring::rand::SystemRandom;
-use ring::signature::{self, EcdsaKeyPair, Ed25519KeyPair, KeyPair};
 use serde_json::{json, Value};
-
-/// The gateway loads keys again on an unknown `kid` at most this often (its default).
-const MIN_GAP: Duration = Duration::from_secs(5);
-
-fn b64(b: impl AsRef<[u8]>) -> String {
-    URL_SAFE_NO_PAD.encode(b)
-}
-
-enum Key {
-    Es256(EcdsaKeyPair),
-    EdDsa(Ed25519KeyPair),
-}
-
-impl Key {
-    fn p256() -> Key {
-        let rng = SystemRandom::new();
-        let alg = &signature::ECDSA_P256_SHA256_FIXED_SIGNING;
-        let pkcs8 = EcdsaKeyPair::generate_pkcs8(alg, &rng).unwrap();
-        Key::Es256(EcdsaKeyPair::from_pkcs8(alg, pkcs8.as_ref(), &rng).unwrap())
-    }
-
-    fn ed25519() -> Key {
-        let pkcs8 = Ed25519KeyPair::generate_pkcs8(&SystemRandom::new()).unwrap();
-        Key::EdDsa(Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).unwrap())
-    }
-
-    fn jwk(&self, kid: &str) -> Value {
-        match self {
-            Key::Es256(k) => {
-                let p = k.public_key().as_ref();
-                json!({"kty": "EC", "crv": "P-256", "kid": kid, "use": "sig",
-                       "x": b64(&p[1..33]), "y": b64(&p[33..65])})
-            }
-            Key::EdDsa(k) => {
-                json!({"kty": "OKP", "crv": "Ed25519", "kid": kid, "x": b64(k.public_key())})
-            }
-        }
-    }
-
-    fn token(&self, kid: &str, claims: &Value) -> String {
-        let alg = match self {
-            Key::Es256(_) => "ES256",
-            Key::EdDsa(_) => "EdDSA",
-        };
-        let input = format!(
-            "{}.{}",
-            b64(json!({"alg": alg, "kid": kid, "typ": "JWT"}).to_string()),
-            b64(claims.to_string())
-        );
-        let sig = match self {
-            Key::Es256(k) => k
-                .sign(&SystemRandom::new(), input.as_bytes())
-                .unwrap()
-                .as_ref()
-                .to_vec(),
-            Key::EdDsa(k) => k.sign(input.as_bytes()).as_ref().to_vec(),
-        };
-        format!("{input}.{}", b64(sig))
-    }
-}
-
-fn claims(groups: &[&str], exp_in: i64) -> Value {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64;
-    json!({"iss": "https://idp.test", "aud": ["infergate"], "sub": "alice", "org": "team-a",
-           "tier": "Critical", "groups": groups, "iat": now, "exp": now + exp_in})
-}
 
 /// A JWKS issuer on a loopback port: serves the current document, counts the fetches.
 struct Issuer {
@@ -179,19 +107,7 @@ fn serve_checks_jwts_against_a_remote_jwks_and_takes_a_rotated_key_without_resta
 kind: InferenceGatewayConfig
 spec:
   bbr: {{enabled: true}}
-  auth:
-    jwt:
-      provider:
-        name: test-idp
-        issuer: https://idp.test
-        remoteJWKS: {{uri: 'http://127.0.0.1:{}/.well-known/jwks.json'}}
-        audiences: [infergate]
-        requiredClaims:
-          - {{name: groups, valueType: StringArray, values: [ml]}}
-  tenancy:
-    tenant: {{claim: org}}
-    criticality: {{claim: tier}}
-  schedulers:
+{}  schedulers:
     - name: llama
       modelName: llama
       modelSelector: {{matchLabels: {{app: llama}}}}
@@ -199,7 +115,10 @@ spec:
     - address: 127.0.0.1:{replica}
       labels: {{app: llama}}
 ",
-            issuer.port
+            auth_spec(&format!(
+                "remoteJWKS: {{uri: 'http://127.0.0.1:{}/.well-known/jwks.json'}}",
+                issuer.port
+            ))
         ),
     )
     .unwrap();

@@ -16,34 +16,14 @@ mod common;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{free_port, infergate, instant_replica, split_response, wait_for, Running};
-
-/// Starts `redis-server` on `port` (loopback, nothing persisted).
-fn redis_server(port: u16) -> Running {
-    let bin = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned());
-    let child = Command::new(&bin)
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "no"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!(
-                "cannot start `{bin}` ({e}): these tests need a real Redis; install it \
-                 (apt-get install -y redis-server) or set REDIS_SERVER to its path"
-            )
-        });
-    let running = Running(child);
-    wait_for("redis-server to listen", || {
-        TcpStream::connect(("127.0.0.1", port)).is_ok()
-    });
-    running
-}
+use common::{
+    free_port, infergate, instant_replica, redis_server, split_response, wait_for, Running,
+};
 
 /// One command to Redis; the raw reply.
 fn redis(port: u16, args: &[&str]) -> String {

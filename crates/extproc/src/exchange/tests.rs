@@ -3,11 +3,14 @@
 //! tests need.
 
 use super::*;
+use crate::protocol::Direction;
 use envoy_types::pb::envoy::config::core::v3::{HeaderMap as ProtoHeaders, HeaderValue, Metadata};
 use envoy_types::pb::envoy::service::ext_proc::v3::body_mutation::Mutation;
 use envoy_types::pb::envoy::service::ext_proc::v3::processing_request::Request as Msg;
 use envoy_types::pb::envoy::service::ext_proc::v3::processing_response::Response;
-use envoy_types::pb::envoy::service::ext_proc::v3::{HttpBody, HttpHeaders, HttpTrailers};
+use envoy_types::pb::envoy::service::ext_proc::v3::{
+    HeaderMutation, HttpBody, HttpHeaders, HttpTrailers,
+};
 use envoy_types::pb::google::protobuf::value::Kind;
 use envoy_types::pb::google::protobuf::{ListValue, Struct, Value};
 use infergate_gateway::{GatewayOptions, Plane};
@@ -147,14 +150,17 @@ pub(super) fn post(
     ex.on_message(body(b, true, Direction::Request)).unwrap()
 }
 
-pub(super) fn set_headers(m: &ProcessingResponse) -> Vec<(String, String)> {
+/// The header mutation of a request- or response-headers answer.
+pub(super) fn mutation(m: &ProcessingResponse) -> Option<&HeaderMutation> {
     let h = match &m.response {
         Some(Response::RequestHeaders(h)) | Some(Response::ResponseHeaders(h)) => h,
         other => panic!("not a headers answer: {other:?}"),
     };
-    h.response
-        .as_ref()
-        .and_then(|c| c.header_mutation.as_ref())
+    h.response.as_ref().and_then(|c| c.header_mutation.as_ref())
+}
+
+pub(super) fn set_headers(m: &ProcessingResponse) -> Vec<(String, String)> {
+    mutation(m)
         .map(|hm| {
             hm.set_headers
                 .iter()
@@ -442,3 +448,4 @@ async fn with_bbr_off_no_model_headers_are_set() {
 }
 
 mod response;
+mod tenancy;

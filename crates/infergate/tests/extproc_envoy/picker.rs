@@ -2,39 +2,10 @@
 //! picker's list when the primary is down, and infergate honours Envoy's subset hints.
 
 use crate::client::{chat, post};
-use crate::envoy::{Envoy, Pool, Spec};
-use crate::setup::{gateway_config, sim, Picker, PoolDef};
+use crate::setup::{one_pool, sim};
 use crate::upstream::Replica;
 
 const CHAT: &str = "/v1/chat/completions";
-
-/// One `llama` pool over `addrs` with `extra` scheduler lines, infergate picking for an Envoy
-/// that fails closed.
-fn one_pool(addrs: &[std::net::SocketAddr], extra: &'static str) -> (Picker, Envoy) {
-    let picker = Picker::start(&gateway_config(
-        &[PoolDef {
-            name: "llama",
-            model: "llama",
-            endpoints: addrs.to_vec(),
-            extra,
-        }],
-        "",
-    ));
-    let envoy = Envoy::start(
-        &Spec {
-            pools: vec![Pool {
-                cluster: "llama",
-                base_model: None,
-                endpoints: addrs.to_vec(),
-            }],
-            ext_proc: picker.port,
-            fail_open: false,
-            tls: false,
-        },
-        true,
-    );
-    (picker, envoy)
-}
 
 /// A prompt long enough to span several prefix blocks, so the prefix index can recognise it.
 fn long_prompt(seed: &str) -> String {
@@ -52,7 +23,7 @@ const PREFIX_ONLY: &str = "      weights: {queue: 0, kvCache: 0, prefix: 1}\n";
 fn routing_follows_the_picker() {
     let replicas: Vec<_> = (0..3).map(|_| sim("llama")).collect();
     let addrs: Vec<_> = replicas.iter().map(|(a, _)| *a).collect();
-    let (picker, envoy) = one_pool(&addrs, PREFIX_ONLY);
+    let (picker, envoy) = one_pool(&addrs, PREFIX_ONLY, "");
     let prompt = long_prompt("affinity");
     let mut served = Vec::new();
     for _ in 0..6 {
@@ -88,7 +59,7 @@ fn routing_follows_the_picker() {
 fn a_dead_primary_falls_back_down_the_pickers_list() {
     let mut replicas: Vec<_> = (0..3).map(|_| sim("llama")).collect();
     let addrs: Vec<_> = replicas.iter().map(|(a, _)| *a).collect();
-    let (picker, envoy) = one_pool(&addrs, PREFIX_ONLY);
+    let (picker, envoy) = one_pool(&addrs, PREFIX_ONLY, "");
     let prompt = long_prompt("fallback");
     let first = post(envoy.port, CHAT, &[], &chat("llama", &prompt));
     assert_eq!(first.status, 200, "{}", first.text());
@@ -130,7 +101,7 @@ fn a_dead_primary_falls_back_down_the_pickers_list() {
 fn subset_hints_in_both_encodings_and_an_empty_one_is_503() {
     let replicas: Vec<Replica> = ["a", "b", "c"].iter().map(|n| Replica::start(n)).collect();
     let addrs: Vec<_> = replicas.iter().map(|r| r.addr).collect();
-    let (_picker, envoy) = one_pool(&addrs, "");
+    let (_picker, envoy) = one_pool(&addrs, "", "");
     let body = chat("llama", "hello");
     let (b, c) = (addrs[1].to_string(), addrs[2].to_string());
     for (header, value, want) in [

@@ -7,6 +7,7 @@ use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::common::{free_port, get, infergate, wait_for, Running};
+use crate::envoy::{Envoy, Pool, Spec};
 
 /// A directory removed when dropped.
 pub struct TempDir(PathBuf);
@@ -141,4 +142,36 @@ pub fn sim(model: &str) -> (SocketAddr, Running) {
         get(port, "/health").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
     });
     (SocketAddr::from(([127, 0, 0, 1], port)), running)
+}
+
+/// One pool `llama` over `endpoints` (`scheduler_extra` added to its scheduler, `spec_extra`
+/// under `spec:`), infergate picking for an Envoy in front that fails closed.
+pub fn one_pool(
+    endpoints: &[SocketAddr],
+    scheduler_extra: &str,
+    spec_extra: &str,
+) -> (Picker, Envoy) {
+    let picker = Picker::start(&gateway_config(
+        &[PoolDef {
+            name: "llama",
+            model: "llama",
+            endpoints: endpoints.to_vec(),
+            extra: scheduler_extra,
+        }],
+        spec_extra,
+    ));
+    let envoy = Envoy::start(
+        &Spec {
+            pools: vec![Pool {
+                cluster: "llama",
+                base_model: None,
+                endpoints: endpoints.to_vec(),
+            }],
+            ext_proc: picker.port,
+            fail_open: false,
+            tls: false,
+        },
+        true,
+    );
+    (picker, envoy)
 }

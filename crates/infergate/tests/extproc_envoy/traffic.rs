@@ -3,43 +3,15 @@
 
 use crate::client::{chat, post};
 use crate::envoy::{Envoy, Pool, Spec};
-use crate::setup::{gateway_config, Picker, PoolDef};
+use crate::setup::{gateway_config, one_pool, Picker, PoolDef};
 use crate::upstream::{sse_events, Replica, SSE_EVENTS, SSE_GAP};
 
 const CHAT: &str = "/v1/chat/completions";
 
-/// One pool `llama` over `replicas`, infergate in front, Envoy in front of both.
-fn one_pool(replicas: &[&Replica], spec_extra: &str) -> (Picker, Envoy) {
-    let endpoints: Vec<_> = replicas.iter().map(|r| r.addr).collect();
-    let picker = Picker::start(&gateway_config(
-        &[PoolDef {
-            name: "llama",
-            model: "llama",
-            endpoints: endpoints.clone(),
-            extra: "",
-        }],
-        spec_extra,
-    ));
-    let envoy = Envoy::start(
-        &Spec {
-            pools: vec![Pool {
-                cluster: "llama",
-                base_model: None,
-                endpoints,
-            }],
-            ext_proc: picker.port,
-            fail_open: false,
-            tls: false,
-        },
-        true,
-    );
-    (picker, envoy)
-}
-
 #[test]
 fn bodies_over_128_kib_pass_intact_both_ways() {
     let replica = Replica::start("a");
-    let (_picker, envoy) = one_pool(&[&replica], "");
+    let (_picker, envoy) = one_pool(&[replica.addr], "", "");
     for size in [140 * 1024, 700 * 1024] {
         // Every byte value a JSON string can carry, so a shifted or dropped chunk shows.
         let prompt: String = (0..size)
@@ -74,7 +46,7 @@ fn bodies_over_128_kib_pass_intact_both_ways() {
 #[test]
 fn sse_streams_pass_through_as_they_are_produced() {
     let replica = Replica::start("a");
-    let (picker, envoy) = one_pool(&[&replica], "");
+    let (picker, envoy) = one_pool(&[replica.addr], "", "");
     let body = serde_json::json!({
         "model": "llama",
         "stream": true,
@@ -85,7 +57,7 @@ fn sse_streams_pass_through_as_they_are_produced() {
     let r = post(envoy.port, CHAT, &[], body.as_bytes());
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.header("content-type"), Some("text/event-stream"));
-    assert_eq!(r.text(), sse_events().concat());
+    assert_eq!(r.text(), sse_events("llama").concat());
     // The replica paces its events; the first must reach the client long before the last, or
     // something on the way held the stream back.
     let first = r.first_byte.unwrap();
@@ -124,7 +96,7 @@ fn dropped(r: &crate::client::Reply) -> Option<&str> {
 fn a_saturated_pool_sheds_with_429_and_retry_after_queues_the_rest_and_expires_them() {
     let replica = Replica::start("a");
     replica.set_metrics(SATURATED);
-    let (picker, envoy) = one_pool(&[&replica], "  flowControl: {queueTtl: 2s}\n");
+    let (picker, envoy) = one_pool(&[replica.addr], "", "  flowControl: {queueTtl: 2s}\n");
     let body = chat("llama", "hello");
     let sheddable = [("x-gateway-inference-objective", "Sheddable")];
     crate::common::wait_for("the pool to count as saturated", || {

@@ -1,8 +1,8 @@
 //! Scripted model-server replicas, for tests that need exact bytes or chosen load figures:
 //! `/metrics` answers vLLM metrics the test sets; an inference request is echoed back byte for
-//! byte, or, with `"stream": true`, answered with a paced SSE stream ending in `usage` (and,
-//! with `"hang": true`, only after a minute). Each
-//! answer names the replica (`x-replica`), and every request is recorded.
+//! byte, or, with `"stream": true`, answered with a paced SSE stream naming the requested model
+//! and ending in `usage` (and, with `"hang": true`, only after a minute). Each answer names the
+//! replica (`x-replica`), and every request is recorded.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -27,15 +27,15 @@ pub const SSE_EVENTS: usize = 20;
 /// The pause before each event.
 pub const SSE_GAP: Duration = Duration::from_millis(25);
 
-/// The bytes of the streamed answer, event by event.
-pub fn sse_events() -> Vec<String> {
+/// The bytes of the streamed answer to a request for `model`, event by event.
+pub fn sse_events(model: &str) -> Vec<String> {
     let mut events: Vec<String> = (0..SSE_EVENTS)
         .map(|i| {
-            format!("data: {{\"object\":\"chat.completion.chunk\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"tok{i} \"}}}}]}}\n\n")
+            format!("data: {{\"object\":\"chat.completion.chunk\",\"model\":\"{model}\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"tok{i} \"}}}}]}}\n\n")
         })
         .collect();
     events.push(format!(
-        "data: {{\"object\":\"chat.completion.chunk\",\"choices\":[],\"usage\":{{\"prompt_tokens\":7,\"completion_tokens\":{SSE_EVENTS},\"total_tokens\":{}}}}}\n\n",
+        "data: {{\"object\":\"chat.completion.chunk\",\"model\":\"{model}\",\"choices\":[],\"usage\":{{\"prompt_tokens\":7,\"completion_tokens\":{SSE_EVENTS},\"total_tokens\":{}}}}}\n\n",
         7 + SSE_EVENTS
     ));
     events.push("data: [DONE]\n\n".to_owned());
@@ -163,8 +163,9 @@ async fn answer(
     let streamed = json["stream"] == serde_json::Value::Bool(true);
     let mut resp = if streamed {
         let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, Infallible>>(4);
+        let model = json["model"].as_str().unwrap_or_default().to_owned();
         tokio::spawn(async move {
-            for e in sse_events() {
+            for e in sse_events(&model) {
                 tokio::time::sleep(SSE_GAP).await;
                 if tx.send(Ok(Frame::data(Bytes::from(e)))).await.is_err() {
                     return;

@@ -3,7 +3,7 @@
 
 use super::*;
 
-fn response_headers(
+pub(super) fn response_headers(
     status: &str,
     content_type: &str,
     served: Option<&str>,
