@@ -1,10 +1,14 @@
 //! A scenario made from files: a trace to replay and a simulated fleet to replay it on
-//! (`infergate bench --trace FILE --fleet FLEET.yaml`).
+//! (`infergate bench --trace FILE --fleet FLEET.yaml`). The trace's format is told from its
+//! content: the Azure CSV, the Mooncake JSONL or infergate's own capture.
 
+use crate::replay::Recorded;
 use crate::scenario::{Lengths, ReplicaKind, Scenario};
-use crate::trace::TraceError;
+use crate::trace::{TraceError, TraceFormat};
 use crate::workload::Arrivals;
+use infergate_config::gateway::Band;
 use infergate_config::FleetFile;
+use infergate_engine::SchedulingPolicy;
 use std::path::Path;
 
 /// Why a scenario could not be made from the files.
@@ -27,8 +31,18 @@ pub enum CustomError {
         source: infergate_config::FleetError,
     },
     /// The trace's format is not one infergate reads.
-    #[error("trace {0}: unknown format (expected an Azure LLM inference CSV, *.csv, or a Mooncake-style JSONL with hash_ids, *.jsonl)")]
+    #[error("trace {0}: unknown format (expected an Azure LLM inference CSV with a TIMESTAMP,ContextTokens,GeneratedTokens header, a Mooncake JSONL with hash_ids, or an infergate capture JSONL with prefix_hashes)")]
     TraceFormat(String),
+    /// The trace names LoRA adapters the fleet cannot serve.
+    #[error("trace {trace} names LoRA adapters ({example}, …) but no endpoint of {fleet} has LoRA slots (sim.maxLoras)")]
+    NoLoraSlots {
+        /// The trace file.
+        trace: String,
+        /// The fleet file.
+        fleet: String,
+        /// One adapter the trace names.
+        example: String,
+    },
     /// The trace could not be read.
     #[error(transparent)]
     Trace(#[from] TraceError),
@@ -49,11 +63,7 @@ fn forever(s: String) -> &'static str {
 /// (time-scaled like the built-in trace scenarios). The trace is read now, so a bad file fails
 /// here rather than mid-run.
 pub fn from_files(trace: &Path, fleet: &Path, load: f64) -> Result<Scenario, CustomError> {
-    let format_ok = matches!(
-        trace.extension().and_then(|e| e.to_str()),
-        Some("csv" | "jsonl")
-    );
-    if !format_ok {
+    if TraceFormat::detect(trace)?.is_none() {
         return Err(CustomError::TraceFormat(trace.display().to_string()));
     }
     let yaml = std::fs::read_to_string(fleet).map_err(|source| CustomError::Io {
@@ -74,17 +84,30 @@ pub fn from_files(trace: &Path, fleet: &Path, load: f64) -> Result<Scenario, Cus
             count: 1,
             max_loras: s.max_loras.unwrap_or(0),
             max_cpu_loras: s.max_cpu_loras.unwrap_or(0),
+            // The fleet file was validated: anything but `priority` is FCFS.
+            scheduling: if s.scheduling_policy.as_deref() == Some("priority") {
+                SchedulingPolicy::Priority
+            } else {
+                SchedulingPolicy::Fcfs
+            },
         };
         // Equal replicas become one kind with a count, as the built-in fleets are written.
         match kinds.iter_mut().find(|k| {
-            (k.model, k.gpu, k.tp, k.max_loras, k.max_cpu_loras)
-                == (
-                    kind.model,
-                    kind.gpu,
-                    kind.tp,
-                    kind.max_loras,
-                    kind.max_cpu_loras,
-                )
+            (
+                k.model,
+                k.gpu,
+                k.tp,
+                k.max_loras,
+                k.max_cpu_loras,
+                k.scheduling,
+            ) == (
+                kind.model,
+                kind.gpu,
+                kind.tp,
+                kind.max_loras,
+                kind.max_cpu_loras,
+                kind.scheduling,
+            )
         }) {
             Some(k) => k.count += 1,
             None => kinds.push(kind),
@@ -101,7 +124,7 @@ pub fn from_files(trace: &Path, fleet: &Path, load: f64) -> Result<Scenario, Cus
             |n| n.to_string_lossy().into_owned()
         ),
     );
-    let scenario = Scenario {
+    let mut scenario = Scenario {
         id: forever(name),
         fleet: kinds,
         arrivals: Arrivals::TraceTimestamps,
@@ -111,7 +134,29 @@ pub fn from_files(trace: &Path, fleet: &Path, load: f64) -> Result<Scenario, Cus
         adapters: None,
         bands: None,
     };
-    scenario.recorded()?;
+    if let Some(Recorded::Captured(requests)) = scenario.recorded()? {
+        let lora = scenario.fleet.iter().any(|k| k.max_loras > 0);
+        if let Some(adapter) = requests.iter().find_map(|r| r.adapter.as_ref()) {
+            if !lora {
+                return Err(CustomError::NoLoraSlots {
+                    trace: trace.display().to_string(),
+                    fleet: fleet.display().to_string(),
+                    example: adapter.clone(),
+                });
+            }
+        }
+        // Bands other than Standard were there to be told apart: replay them through the
+        // gateway's flow control, as production served them.
+        if requests.iter().any(|r| r.band != Band::Standard) {
+            let mut shares = [0.0; 3];
+            for r in &requests {
+                if let Some(i) = Band::ALL.iter().position(|&b| b == r.band) {
+                    shares[i] += 1.0;
+                }
+            }
+            scenario.bands = Some(shares);
+        }
+    }
     Ok(scenario)
 }
 
@@ -140,8 +185,15 @@ mod tests {
             .unwrap();
         assert!((60..=140).contains(&reqs.len()), "{}", reqs.len());
 
-        let err = from_files(&dir.join("trace.txt"), &fleet, 0.5).unwrap_err();
+        let unknown = dir.join("trace.txt");
+        std::fs::write(&unknown, "hello\n").unwrap();
+        let err = from_files(&unknown, &fleet, 0.5).unwrap_err();
         assert!(err.to_string().contains("unknown format"), "{err}");
+        // A capture naming an adapter needs LoRA slots in the fleet.
+        let capture = dir.join("capture.log");
+        std::fs::write(&capture, r#"{"v":1,"arrival_ms":0,"input_tokens":40,"output_tokens":3,"prefix_hashes":[],"adapter":"sql-lora","priority":"Critical"}"#).unwrap();
+        let err = from_files(&capture, &fleet, 0.5).unwrap_err();
+        assert!(err.to_string().contains("no endpoint of"), "{err}");
         std::fs::write(
             &fleet,
             "apiVersion: infergate.dev/v1alpha1\nkind: Nope\nspec: {endpoints: []}\n",

@@ -37,6 +37,10 @@ pub(crate) struct Sim<'a> {
     pub last_arrival: Duration,
     pub heap: BinaryHeap<Reverse<(Duration, Ev)>>,
     pub outcomes: Vec<Outcome>,
+    /// Each request's latest token, for the gap to its next.
+    pub last_token: Vec<Duration>,
+    /// Each request's gaps between successive tokens (ms).
+    pub token_gaps_ms: Vec<Vec<f32>>,
     pub dispatches: Vec<Option<Dispatch>>,
     pub owner: HashMap<(usize, RequestId), usize>,
     pub unfinished: usize,
@@ -97,9 +101,10 @@ impl Sim<'_> {
             None => Some(clairvoyant_choice(&self.replicas, r)),
         };
         let submitted = target.and_then(|e| {
-            self.replicas[e]
-                .engine
-                .submit(now, new_request(r))
+            let engine = &mut self.replicas[e].engine;
+            let policy = engine.config().scheduling_policy;
+            engine
+                .submit(now, new_request(r, policy))
                 .ok()
                 .map(|id| (e, id))
         });
@@ -140,11 +145,17 @@ impl Sim<'_> {
             match event.kind {
                 EventKind::Token { index: 0 } => {
                     self.outcomes[i].first_token = Some(event.at);
+                    self.last_token[i] = event.at;
                     if let (Some(p), Some(d)) = (self.picker.as_mut(), self.dispatches[i].as_mut())
                     {
                         d.guard.first_token();
                         p.observe_first_token(&d.ticket, event.at);
                     }
+                }
+                EventKind::Token { .. } => {
+                    let gap = event.at.saturating_sub(self.last_token[i]);
+                    self.token_gaps_ms[i].push((gap.as_secs_f64() * 1e3) as f32);
+                    self.last_token[i] = event.at;
                 }
                 EventKind::Finished { usage, .. } => {
                     self.outcomes[i].finished = Some(event.at);

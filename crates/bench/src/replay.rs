@@ -1,7 +1,7 @@
 //! Trace replay: a production trace's own arrivals, time-scaled to the load a scenario asks for,
 //! with its prompt lengths and (for Mooncake) its real prefix sharing.
 
-use crate::trace::{MooncakeRequest, TraceRequest, MOONCAKE_BLOCK_TOKENS};
+use crate::trace::{CapturedRequest, MooncakeRequest, TraceRequest, MOONCAKE_BLOCK_TOKENS};
 use crate::workload::BenchRequest;
 use infergate_engine::rng::Rng;
 use infergate_engine::tokens::mix;
@@ -15,6 +15,9 @@ pub enum Recorded {
     Lengths(Vec<TraceRequest>),
     /// Lengths and 512-token prefix block ids (the Mooncake trace).
     Blocks(Vec<MooncakeRequest>),
+    /// infergate's own capture: lengths, the picker's 16-token prefix hashes, and each
+    /// request's adapter, tenant and band, all replayed.
+    Captured(Vec<CapturedRequest>),
 }
 
 impl Recorded {
@@ -22,6 +25,7 @@ impl Recorded {
         match self {
             Recorded::Lengths(r) => r.len(),
             Recorded::Blocks(r) => r.len(),
+            Recorded::Captured(r) => r.len(),
         }
     }
 
@@ -29,6 +33,7 @@ impl Recorded {
         match self {
             Recorded::Lengths(r) => r.get(i),
             Recorded::Blocks(r) => r.get(i).map(|m| &m.request),
+            Recorded::Captured(r) => r.get(i).map(|c| &c.request),
         }
     }
 
@@ -92,15 +97,26 @@ impl Recorded {
                     .get(i)
                     .map(|m| shared_blocks(&m.hash_ids, input / BLOCK_SIZE))
                     .unwrap_or_default(),
+                Recorded::Captured(c) => c
+                    .get(i)
+                    .map(|c| captured_blocks(&c.prefix_hashes, i as u64, input / BLOCK_SIZE))
+                    .unwrap_or_default(),
+            };
+            let (adapter, band, tenant) = match self {
+                Recorded::Captured(c) => c
+                    .get(i)
+                    .map(|c| (c.adapter.clone(), Some(c.band), c.tenant.clone()))
+                    .unwrap_or_default(),
+                _ => (None, None, None),
             };
             out.push(BenchRequest {
                 at: Duration::from_secs_f64((t - start) / speedup),
                 prompt_tokens: input,
                 output_tokens: output,
                 block_hashes,
-                adapter: None,
-                band: None,
-                tenant: None,
+                adapter,
+                band,
+                tenant,
             });
         }
         out
@@ -116,6 +132,20 @@ fn unique_blocks(request: u64, blocks: u32) -> Vec<u64> {
             parent
         })
         .collect()
+}
+
+/// The `blocks` engine blocks of a captured prompt: its prefix hashes as they are — each names a
+/// 64-character (16-token) block and the chain before it, exactly an engine block — then filler
+/// no other request shares, where the picker stopped hashing (its block limit) or the prompt's
+/// tokens outnumber its text's 64-character blocks.
+fn captured_blocks(prefix: &[u64], request: u64, blocks: u32) -> Vec<u64> {
+    let shared = prefix.len().min(blocks as usize);
+    let mut out = prefix[..shared].to_vec();
+    out.extend(unique_blocks(
+        request ^ 0xCA97_0000_0000,
+        blocks - shared as u32,
+    ));
+    out
 }
 
 /// The first `blocks` engine blocks (16 tokens) of a prompt made of 512-token blocks named by
@@ -165,6 +195,51 @@ mod tests {
         // Another seed replays another stretch.
         let other = trace.window(40.0, Duration::from_secs(20), 4_096, &mut Rng::new(2));
         assert_ne!(reqs[0].block_hashes, other[0].block_hashes);
+    }
+
+    #[test]
+    fn captured_prompts_share_exactly_their_captured_prefix_and_keep_adapter_tenant_band() {
+        use infergate_config::gateway::Band;
+        let req = |at_ms: u64, hashes: Vec<u64>, input, band| CapturedRequest {
+            request: TraceRequest {
+                at: Duration::from_millis(at_ms),
+                input_tokens: input,
+                output_tokens: 5,
+            },
+            prefix_hashes: hashes,
+            adapter: Some("sql-lora".into()),
+            tenant: Some("t".into()),
+            band,
+        };
+        let trace = Recorded::Captured(vec![
+            req(0, vec![10, 11, 12], 100, Band::Critical),
+            req(1_000, vec![10, 11, 99], 64, Band::Sheddable),
+            req(2_000, vec![], 40, Band::Standard),
+        ]);
+        // Three requests over 2 s replayed at 1.5 req/s for 10 s: all of them, at their times.
+        let reqs = trace.window(1.5, Duration::from_secs(10), 4_096, &mut Rng::new(1));
+        assert_eq!(reqs.len(), 3);
+        let gap = (reqs[1].at - reqs[0].at).as_secs_f64();
+        assert!((gap - 2.0 / 3.0).abs() < 1e-6, "{gap}");
+        // 100 tokens: 6 engine blocks, 3 captured then 3 of the request's own.
+        assert_eq!(reqs[0].block_hashes.len(), 6);
+        assert_eq!(reqs[0].block_hashes[..3], [10, 11, 12]);
+        assert_eq!(
+            reqs[1].block_hashes,
+            vec![10, 11, 99, reqs[1].block_hashes[3]]
+        );
+        assert!(!reqs[0].block_hashes[3..].contains(&reqs[1].block_hashes[3]));
+        assert_eq!(reqs[2].block_hashes.len(), 2);
+        assert_eq!(reqs[0].adapter.as_deref(), Some("sql-lora"));
+        assert_eq!(reqs[0].tenant.as_deref(), Some("t"));
+        assert_eq!(
+            reqs.iter().map(|r| r.band).collect::<Vec<_>>(),
+            vec![
+                Some(Band::Critical),
+                Some(Band::Sheddable),
+                Some(Band::Standard)
+            ]
+        );
     }
 
     #[test]

@@ -53,8 +53,12 @@ pub struct PolicyResult {
     pub policy: String,
     /// Time to first token.
     pub ttft_ms: Percentiles,
-    /// Time per output token after the first, per request.
+    /// Inter-token latency: the gaps between successive tokens, pooled over the measured
+    /// requests (the virtual runner's engine step ends; the live client's chunk arrivals).
     pub itl_ms: Percentiles,
+    /// Time per output token after the first, one value per request: (E2E − TTFT) / (output
+    /// tokens − 1).
+    pub tpot_ms: Percentiles,
     /// End to end.
     pub e2e_ms: Percentiles,
     /// Output tokens per second finished in the measurement window.
@@ -108,7 +112,15 @@ pub fn summarize(policy: &str, run: &RunOutcome) -> PolicyResult {
         let (first, done) = (r.first_token?, r.finished?);
         (r.output_tokens > 1).then(|| ms(done - first) / f64::from(r.output_tokens - 1))
     };
-    let mut itl: Vec<f64> = measured.iter().filter_map(tpot).collect();
+    let mut tpots: Vec<f64> = measured.iter().filter_map(tpot).collect();
+    let mut itl: Vec<f64> = run
+        .token_gaps_ms
+        .get(warm..)
+        .unwrap_or_default()
+        .iter()
+        .flatten()
+        .map(|&g| f64::from(g))
+        .collect();
     let in_window = |r: &&crate::runner::Outcome| {
         r.finished
             .is_some_and(|t| t >= window_start && t <= run.last_arrival)
@@ -153,6 +165,7 @@ pub fn summarize(policy: &str, run: &RunOutcome) -> PolicyResult {
         policy: policy.to_owned(),
         ttft_ms: Percentiles::of(&mut ttft),
         itl_ms: Percentiles::of(&mut itl),
+        tpot_ms: Percentiles::of(&mut tpots),
         e2e_ms: Percentiles::of(&mut e2e),
         output_tokens_per_s: tokens as f64 / window,
         goodput_rps: good as f64 / window,
@@ -191,6 +204,7 @@ pub fn median_over_seeds(results: &[PolicyResult]) -> Option<PolicyResult> {
         policy: first.policy.clone(),
         ttft_ms: pct(&|r| r.ttft_ms),
         itl_ms: pct(&|r| r.itl_ms),
+        tpot_ms: pct(&|r| r.tpot_ms),
         e2e_ms: pct(&|r| r.e2e_ms),
         output_tokens_per_s: med(&|r| r.output_tokens_per_s),
         goodput_rps: med(&|r| r.goodput_rps),

@@ -10,9 +10,10 @@ use crate::event_loop::{Ev, Sim};
 use crate::gate::FlowGate;
 use crate::scenario::{ReplicaKind, Scenario};
 use crate::workload::BenchRequest;
+use infergate_config::gateway::Band;
 use infergate_engine::rng::Rng;
 use infergate_engine::step_time::StepTimeModel;
-use infergate_engine::{Engine, EngineConfig, FinishReason, NewRequest, Profile};
+use infergate_engine::{Engine, EngineConfig, FinishReason, NewRequest, Profile, SchedulingPolicy};
 use infergate_picker::{
     Dispatch, EndpointSpec, LoraInfo, Picker, Policy, Pool, RequestFeatures, ScrapedMetrics,
 };
@@ -90,6 +91,9 @@ pub struct RunOutcome {
     pub preemptions: u64,
     /// Each replica's waiting queue at each of its scrapes until the last arrival.
     pub queue_samples: Vec<QueueSample>,
+    /// One per request, in arrival order: the gaps between its successive tokens, in
+    /// milliseconds (none for a request with fewer than two tokens). The report's ITL.
+    pub token_gaps_ms: Vec<Vec<f32>>,
 }
 
 /// A replica's queue when it was scraped.
@@ -116,6 +120,9 @@ fn engine_for(
     config.seed = seed;
     config.max_loras = kind.max_loras;
     config.max_cpu_loras = kind.max_cpu_loras.max(kind.max_loras);
+    // Every token's time, so that ITL is the gaps between tokens, not an average per request.
+    config.report_every_token = true;
+    config.scheduling_policy = kind.scheduling;
     let mut engine = Engine::new(config);
     if kind.max_loras > 0 {
         for name in requests.iter().filter_map(|r| r.adapter.as_deref()) {
@@ -141,7 +148,7 @@ pub fn replica_capacity(
         .filter(|r| r.prompt_tokens + r.output_tokens <= max_len)
         .map(|r| infergate_engine::drive::Arrival {
             at: Duration::ZERO,
-            request: new_request(r),
+            request: new_request(r, kind.scheduling),
         })
         .collect();
     let record =
@@ -160,13 +167,21 @@ pub fn replica_capacity(
     Ok((hi - lo) as f64 / (done[hi] - done[lo]).max(1e-9))
 }
 
-pub(crate) fn new_request(r: &BenchRequest) -> NewRequest {
+/// What an engine with `policy` is asked to run for `r`. Under the priority policy the band goes
+/// along as the engine priority ([`Band::engine_priority`], what a pool with `forwardPriority`
+/// writes into the body); an FCFS engine gets vLLM's default 0, as it refuses any other.
+pub(crate) fn new_request(r: &BenchRequest, policy: SchedulingPolicy) -> NewRequest {
+    let priority = match policy {
+        SchedulingPolicy::Fcfs => 0,
+        SchedulingPolicy::Priority => r.band.unwrap_or(Band::Standard).engine_priority(),
+    };
     NewRequest {
         prompt_tokens: r.prompt_tokens,
         block_hashes: r.block_hashes.clone(),
         output_tokens: r.output_tokens,
         finish: FinishReason::Length,
         adapter: r.adapter.clone(),
+        priority,
     }
 }
 
@@ -252,6 +267,8 @@ pub fn run_with(
         last_arrival,
         heap,
         outcomes: vec![Outcome::default(); requests.len()],
+        last_token: vec![Duration::ZERO; requests.len()],
+        token_gaps_ms: vec![Vec::new(); requests.len()],
         dispatches: (0..requests.len()).map(|_| None).collect(),
         owner: HashMap::new(),
         unfinished: requests.len(),
@@ -263,6 +280,7 @@ pub fn run_with(
         replicas,
         outcomes,
         queue_samples,
+        token_gaps_ms,
         ..
     } = sim;
     let (hits, queries, preemptions) = replicas.iter().fold((0, 0, 0), |(h, q, p), r| {
@@ -279,6 +297,7 @@ pub fn run_with(
         prefix_hit_ratio: hits as f64 / (queries.max(1)) as f64,
         preemptions,
         queue_samples,
+        token_gaps_ms,
     })
 }
 

@@ -1,10 +1,13 @@
 //! The benchmark scenarios of the reference, as data.
 
 use crate::replay::Recorded;
-use crate::trace::{read_azure_csv, read_mooncake_jsonl, traces_dir, TraceError};
+use crate::trace::{
+    read_azure_csv, read_capture_jsonl, read_mooncake_jsonl, traces_dir, TraceError, TraceFormat,
+};
 use crate::workload::{Arrivals, BenchRequest, Shape};
 use infergate_config::gateway::Band;
 use infergate_engine::rng::Rng;
+use infergate_engine::SchedulingPolicy;
 use std::time::Duration;
 
 /// One replica of a fleet: a profile as `infergate sim` names it.
@@ -22,6 +25,9 @@ pub struct ReplicaKind {
     pub max_loras: u32,
     /// Adapters kept in host memory (vLLM `--max-cpu-loras`).
     pub max_cpu_loras: u32,
+    /// vLLM `--scheduling-policy`. Under `Priority` each request carries its band as the
+    /// engine priority, as a gateway pool with `forwardPriority` sends it.
+    pub scheduling: SchedulingPolicy,
 }
 
 /// Where request lengths come from.
@@ -37,8 +43,9 @@ pub enum Lengths {
     /// The Mooncake conversation trace replayed with its own timestamps, time-scaled, its
     /// prompts built from `hash_ids` so that shared ids are shared prefixes.
     MooncakeTrace,
-    /// A trace file replayed like the two above: `*.csv` in the Azure format, `*.jsonl` in the
-    /// Mooncake one.
+    /// A trace file replayed like the two above, its format told by its content: the Azure CSV,
+    /// the Mooncake JSONL, or infergate's own capture (whose adapters, tenants and bands are
+    /// replayed too).
     TraceFile(&'static std::path::Path),
 }
 
@@ -124,10 +131,12 @@ impl Scenario {
             Lengths::MooncakeTrace => Some(Recorded::Blocks(read_mooncake_jsonl(
                 &traces_dir().join("mooncake-conversation.jsonl"),
             )?)),
-            Lengths::TraceFile(path) => Some(if path.extension().is_some_and(|e| e == "jsonl") {
-                Recorded::Blocks(read_mooncake_jsonl(path)?)
-            } else {
-                Recorded::Lengths(read_azure_csv(path)?)
+            // Told by content; a file of no known format is read as the Azure CSV, whose
+            // reader then names the first line it cannot read.
+            Lengths::TraceFile(path) => Some(match TraceFormat::detect(path)? {
+                Some(TraceFormat::MooncakeJsonl) => Recorded::Blocks(read_mooncake_jsonl(path)?),
+                Some(TraceFormat::CaptureJsonl) => Recorded::Captured(read_capture_jsonl(path)?),
+                Some(TraceFormat::AzureCsv) | None => Recorded::Lengths(read_azure_csv(path)?),
             }),
             Lengths::AzureConversation | Lengths::SharedPrefix150x5 => None,
         })
@@ -155,7 +164,8 @@ impl Scenario {
         }
         if let Some(shares) = self.bands {
             let total: f64 = shares.iter().sum();
-            for r in &mut requests {
+            // A replayed capture brings each request's own band.
+            for r in requests.iter_mut().filter(|r| r.band.is_none()) {
                 let mut u = rng.next_f64() * total;
                 let mut band = Band::Sheddable;
                 for (b, share) in Band::ALL.into_iter().zip(shares) {
@@ -213,6 +223,7 @@ fn kind(model: &'static str, gpu: &'static str, tp: u32, count: u32) -> ReplicaK
         count,
         max_loras: 0,
         max_cpu_loras: 0,
+        scheduling: SchedulingPolicy::Fcfs,
     }
 }
 
@@ -306,6 +317,22 @@ pub fn all() -> Vec<Scenario> {
         Scenario {
             id: "priority-overload-8b",
             fleet: vec![kind("llama-3.1-8b", "h100", 1, 4)],
+            arrivals: Arrivals::Poisson,
+            lengths: Lengths::AzureConversation,
+            load: 1.3,
+            seed_row: None,
+            adapters: None,
+            bands: Some([0.2, 0.5, 0.3]),
+        },
+        // The same, with the model servers ordering their own queues by band (vLLM
+        // `--scheduling-policy priority`, the gateway's `forwardPriority`): the gateway cannot
+        // reorder what already waits inside a server, the server can.
+        Scenario {
+            id: "priority-overload-8b-vllm-priority",
+            fleet: vec![ReplicaKind {
+                scheduling: SchedulingPolicy::Priority,
+                ..kind("llama-3.1-8b", "h100", 1, 4)
+            }],
             arrivals: Arrivals::Poisson,
             lengths: Lengths::AzureConversation,
             load: 1.3,

@@ -1,5 +1,11 @@
 //! Readers for the production traces the benchmark replays.
 
+mod capture;
+
+pub use capture::{
+    read_capture_jsonl, CapturedRequest, CAPTURE_BLOCK_TOKENS, CAPTURE_FORMAT_VERSION,
+};
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -148,6 +154,47 @@ pub fn read_mooncake_jsonl(path: &Path) -> Result<Vec<MooncakeRequest>, TraceErr
     Ok(out)
 }
 
+/// A trace file's format, told from its content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TraceFormat {
+    /// The Azure LLM inference CSV.
+    AzureCsv,
+    /// The Mooncake JSONL (`hash_ids`).
+    MooncakeJsonl,
+    /// infergate's own capture JSONL (`prefix_hashes`).
+    CaptureJsonl,
+}
+
+impl TraceFormat {
+    /// The format of the file at `path`, from its first non-empty line: a CSV header naming
+    /// `ContextTokens`, or a JSON object with `hash_ids` (Mooncake) or `prefix_hashes`
+    /// (capture). `None` when it is none of these.
+    pub fn detect(path: &Path) -> Result<Option<TraceFormat>, TraceError> {
+        let text = std::fs::read_to_string(path).map_err(|source| TraceError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        let Some(first) = text.lines().map(str::trim).find(|l| !l.is_empty()) else {
+            return Ok(None);
+        };
+        if first.starts_with('{') {
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(first) else {
+                return Ok(None);
+            };
+            return Ok(if v.get("prefix_hashes").is_some() {
+                Some(TraceFormat::CaptureJsonl)
+            } else if v.get("hash_ids").is_some() {
+                Some(TraceFormat::MooncakeJsonl)
+            } else {
+                None
+            });
+        }
+        Ok(first
+            .contains("ContextTokens")
+            .then_some(TraceFormat::AzureCsv))
+    }
+}
+
 /// Seconds since midnight of `YYYY-MM-DD HH:MM:SS.fffffff` (the trace spans one day).
 fn seconds_of_day(ts: &str) -> Option<f64> {
     let time = ts.trim().split(' ').nth(1)?;
@@ -159,7 +206,7 @@ fn seconds_of_day(ts: &str) -> Option<f64> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -197,6 +244,44 @@ mod tests {
         assert!(trace.windows(2).all(|w| w[0].request.at <= w[1].request.at));
         let last = trace.last().unwrap().request.at.as_secs_f64();
         assert!((last - 3_537.0).abs() < 1.0, "{last}");
+    }
+
+    pub(super) fn capture_line(arrival: f64, hashes: &[&str], extra: &str) -> String {
+        let hashes: Vec<String> = hashes.iter().map(|h| format!("{h:?}")).collect();
+        format!(
+            r#"{{"v":1,"start_unix_ms":5,"arrival_ms":{arrival},"model":"m","routed_model":"m","adapter":null,"endpoint":"e","tenant":null,"priority":"Standard","status":200,"input_tokens":40,"output_tokens":3,"tokens_from":"usage","prefix_hashes":[{}]{extra}}}"#,
+            hashes.join(",")
+        )
+    }
+
+    #[test]
+    fn formats_are_told_by_content_not_extension() {
+        let dir = std::env::temp_dir().join(format!("infergate-detect-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cases = [
+            (
+                "a.txt",
+                "TIMESTAMP,ContextTokens,GeneratedTokens\n",
+                Some(TraceFormat::AzureCsv),
+            ),
+            (
+                "b.log",
+                "{\"timestamp\":0,\"input_length\":1,\"output_length\":1,\"hash_ids\":[0]}\n",
+                Some(TraceFormat::MooncakeJsonl),
+            ),
+            (
+                "c.jsonl",
+                &*capture_line(0.0, &[], ""),
+                Some(TraceFormat::CaptureJsonl),
+            ),
+            ("d.jsonl", "{\"something\":1}\n", None),
+            ("e.csv", "a,b,c\n", None),
+        ];
+        for (name, text, want) in cases {
+            let file = dir.join(name);
+            std::fs::write(&file, text).unwrap();
+            assert_eq!(TraceFormat::detect(&file).unwrap(), want, "{name}");
+        }
     }
 
     #[test]

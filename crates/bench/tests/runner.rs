@@ -134,3 +134,41 @@ fn under_overload_flow_control_sheds_sheddable_and_keeps_critical_whole() {
         "{critical:?} {standard:?}"
     );
 }
+
+/// Where the model servers hold queues of their own (round-robin ignores their load), ordering
+/// those queues by band (vLLM `--scheduling-policy priority`, fed by `forwardPriority`) takes
+/// Critical past the Standard and Sheddable requests already waiting there.
+#[test]
+fn with_engine_priority_scheduling_critical_skips_the_servers_own_queues() {
+    let fcfs = scenario::by_id("priority-overload-8b").unwrap();
+    let priority = scenario::by_id("priority-overload-8b-vllm-priority").unwrap();
+    let load = infergate_bench::suite::offered(&fcfs).unwrap();
+    let requests = |s: &scenario::Scenario| {
+        s.requests(
+            load.rate_rps,
+            Duration::from_secs(40),
+            load.max_model_len,
+            2,
+        )
+        .unwrap()
+    };
+    // The same arrivals, lengths and bands for both fleets.
+    let requests_fcfs = requests(&fcfs);
+    assert_eq!(requests_fcfs, requests(&priority));
+    let options = RunOptions {
+        duration: Duration::from_secs(40),
+        seed: 2,
+        ..RunOptions::default()
+    };
+    let critical = |s: &scenario::Scenario| {
+        let outcome = run(s, "round-robin", &requests_fcfs, &options).unwrap();
+        let r = summarize("round-robin", &outcome);
+        r.bands.into_iter().find(|b| b.band == "Critical").unwrap()
+    };
+    let (before, after) = (critical(&fcfs), critical(&priority));
+    assert_eq!((after.errors, after.shed), (0, 0), "{after:?}");
+    assert!(
+        after.ttft_ms.p99 < 0.9 * before.ttft_ms.p99,
+        "priority {after:?} vs fcfs {before:?}"
+    );
+}

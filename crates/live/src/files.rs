@@ -157,6 +157,7 @@ mod tests {
     use super::*;
     use infergate_bench::scenario::ReplicaKind;
     use infergate_bench::workload::Arrivals;
+    use infergate_engine::SchedulingPolicy;
 
     fn addrs(n: u16) -> Vec<SocketAddr> {
         (0..n)
@@ -176,6 +177,7 @@ mod tests {
                     count: 2,
                     max_loras: 0,
                     max_cpu_loras: 0,
+                    scheduling: SchedulingPolicy::Fcfs,
                 },
                 ReplicaKind {
                     model: "qwen3-32b",
@@ -184,6 +186,7 @@ mod tests {
                     count: 1,
                     max_loras: 2,
                     max_cpu_loras: 4,
+                    scheduling: SchedulingPolicy::Fcfs,
                 },
             ],
             arrivals: Arrivals::Poisson,

@@ -118,6 +118,18 @@ impl Record {
     }
 }
 
+impl Record {
+    /// The gaps between successive token chunks as the client received them, in milliseconds:
+    /// the live run's ITL. Events that arrived in one read share its timestamp, so their gap is
+    /// zero — what a streaming client sees.
+    pub fn token_gaps_ms(&self) -> Vec<f32> {
+        self.tokens
+            .windows(2)
+            .map(|w| (w[1].saturating_sub(w[0]).as_secs_f64() * 1e3) as f32)
+            .collect()
+    }
+}
+
 /// Where requests go.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
@@ -283,6 +295,7 @@ mod tests {
                 band: Some(Band::Critical),
             }
         );
+        assert_eq!(ok.token_gaps_ms(), vec![20.0, 20.0]);
         let counted = Record {
             usage: None,
             ..ok.clone()

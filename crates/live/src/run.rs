@@ -2,7 +2,7 @@
 //! front of them, the workload replayed through it in real time, everything torn down after.
 
 use crate::files::{adapters, fleet_yaml, MODEL};
-use crate::loadgen::{prepare, replay, Target};
+use crate::loadgen::{prepare, replay, Record, Target};
 use crate::monitor::{family_sum, sample_queues, QUEUE_EVERY};
 use crate::process::{free_ports, http, wait_until, Interrupt, Process};
 use crate::router::{Launch, Router};
@@ -226,6 +226,7 @@ impl LiveRunner {
             prefix_hit_ratio: (after.prefix_hits - before.prefix_hits) / queries.max(1.0),
             preemptions: (after.preemptions - before.preemptions).max(0.0) as u64,
             queue_samples,
+            token_gaps_ms: records.iter().map(Record::token_gaps_ms).collect(),
         })
     }
 }

@@ -8,6 +8,8 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
+pub mod jwt;
+
 /// The `infergate` binary under test.
 pub fn infergate() -> Command {
     Command::new(env!("CARGO_BIN_EXE_infergate"))
@@ -90,10 +92,16 @@ pub fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
 /// An `infergate sim` replica of the `instant` profile serving `model` on `port`, its output
 /// discarded.
 pub fn instant_replica(model: &str, port: u16) -> Running {
+    instant_replica_with(model, port, &[])
+}
+
+/// [`instant_replica`] with more `infergate sim` flags (LoRA slots and adapters, say).
+pub fn instant_replica_with(model: &str, port: u16, flags: &[&str]) -> Running {
     Running(
         infergate()
             .args(["sim", "--model", "instant", "--served-model-name", model])
             .args(["--port", &port.to_string()])
+            .args(flags)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -116,4 +124,27 @@ pub fn split_response(raw: &str) -> (u16, Vec<(String, String)>, &str) {
         .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
         .collect();
     (status, headers, body)
+}
+
+/// A real `redis-server` on loopback `port`, nothing persisted (`REDIS_SERVER` names the
+/// binary when it is not on the PATH); waits until it listens.
+pub fn redis_server(port: u16) -> Running {
+    let bin = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned());
+    let child = Command::new(&bin)
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot start `{bin}` ({e}): these tests need a real Redis; install it \
+                 (apt-get install -y redis-server) or set REDIS_SERVER to its path"
+            )
+        });
+    let running = Running(child);
+    wait_for("redis-server to listen", || {
+        TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    running
 }
