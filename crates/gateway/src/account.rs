@@ -1,8 +1,8 @@
 //! Accounting for one proxied response: the in-flight guard (and the flow-control permit) lives
 //! exactly as long as the response body, the first chunk of a stream feeds the picker's latency
-//! model and the TTFT histogram, and `usage` feeds the token counters. Whatever way the body
-//! ends — complete, failed, or dropped by a client that went away — [`Accounting::finish`] runs
-//! once.
+//! model and the TTFT histogram, and `usage` feeds the token counters and the trace capture.
+//! Whatever way the body ends — complete, failed, or dropped by a client that went away —
+//! [`Accounting::finish`] runs once.
 
 use std::sync::Arc;
 
@@ -10,6 +10,7 @@ use infergate_picker::{InFlightGuard, TtftTicket};
 use tokio::time::Instant;
 
 use crate::admission::FlowPermit;
+use crate::capture::Pending;
 use crate::metrics::{Metrics, ModelLabels};
 use crate::pool::PoolRuntime;
 use crate::ratelimit::LimitTicket;
@@ -30,6 +31,7 @@ pub struct Accounting {
     streaming: bool,
     first_seen: bool,
     usage: UsageTap,
+    capture: Option<Pending>,
     finished: bool,
 }
 
@@ -67,6 +69,7 @@ impl Accounting {
             streaming,
             first_seen: false,
             usage,
+            capture: None,
             finished: false,
         }
     }
@@ -81,6 +84,11 @@ impl Accounting {
     /// the response's `usage`; `failed`: the model server answered with an error status.
     pub fn hold_limit(&mut self, ticket: LimitTicket, failed: bool) {
         self.limit = Some((ticket, failed));
+    }
+
+    /// Writes the request to the trace capture when the response ends.
+    pub fn capture(&mut self, pending: Pending) {
+        self.capture = Some(pending);
     }
 
     /// A chunk passed through to the client.
@@ -116,6 +124,9 @@ impl Accounting {
             .get_or_create(&self.model)
             .observe(self.started.elapsed().as_secs_f64());
         let usage = self.usage.finish();
+        if let Some(pending) = self.capture.take() {
+            pending.complete(usage, self.usage.streamed_events());
+        }
         if let Some((ticket, failed)) = self.limit.take() {
             ticket.finish(usage.map(|u| u.prompt_tokens + u.completion_tokens), failed);
         }

@@ -12,6 +12,7 @@ use tokio::net::TcpListener;
 
 use crate::admin::Admin;
 use crate::auth::{Auth, JwksRefresh};
+use crate::capture::Capture;
 use crate::clock::Clock;
 use crate::error::GatewayError;
 use crate::metrics::{Metrics, ReloadLabels};
@@ -36,6 +37,8 @@ pub struct GatewayOptions {
     pub drain_timeout: Duration,
     /// When JWT signing keys are loaded again.
     pub jwks: JwksRefresh,
+    /// Write one JSON line per completed request to this file (see [`crate::capture`]).
+    pub capture: Option<PathBuf>,
 }
 
 impl Default for GatewayOptions {
@@ -47,6 +50,7 @@ impl Default for GatewayOptions {
             scrape: ScrapeSettings::default(),
             drain_timeout: Duration::from_secs(30),
             jwks: JwksRefresh::default(),
+            capture: None,
         }
     }
 }
@@ -71,6 +75,8 @@ pub struct Shared {
     /// Per-tenant rate limits, when `spec.rateLimits` is set; replaced by a reload (which
     /// keeps the store when it is the same).
     pub(crate) rate_limits: ArcSwapOption<RateLimits>,
+    /// The trace capture, when `--capture` asked for one.
+    pub(crate) capture: Option<Capture>,
 }
 
 /// A bound gateway, ready to [`Gateway::run`].
@@ -152,7 +158,7 @@ pub fn check_supported(config: &ResolvedGateway) -> Result<Vec<String>, GatewayE
 
 impl Gateway {
     /// Checks the config, builds the pools, binds both listeners and starts the scrapers and
-    /// the admin thread. Must run inside a multi-threaded tokio runtime.
+    /// the admin thread. Must run inside a tokio runtime (either flavour).
     pub async fn bind(
         config: ResolvedGateway,
         options: GatewayOptions,
@@ -235,6 +241,10 @@ impl Gateway {
             self.tls.map(|t| t.acceptor),
         )
         .await;
+        // After the drain, so every response that finished in it is in the file.
+        if let Some(capture) = &self.plane.handle.shared.capture {
+            capture.close().await;
+        }
         self.plane.stop();
     }
 }
@@ -242,7 +252,7 @@ impl Gateway {
 impl Plane {
     /// Checks the config, builds the pools, binds the admin listener and starts the scrapers
     /// and the admin thread. `options.listen` is not used here. Must run inside a
-    /// multi-threaded tokio runtime.
+    /// tokio runtime (either flavour).
     pub fn start(config: ResolvedGateway, options: &GatewayOptions) -> Result<Self, GatewayError> {
         for w in check_supported(&config)? {
             tracing::warn!("{w}");
@@ -252,6 +262,10 @@ impl Plane {
         let metrics_enabled = config.metrics_enabled.value;
         let routes = Routes::build(config, config_dir, None)?;
         let metrics = Arc::new(Metrics::new());
+        let capture = match &options.capture {
+            Some(path) => Some(Capture::open(path, &metrics)?),
+            None => None,
+        };
         let auth = Auth::for_config(&routes.config, config_dir, None, options.jwks, &metrics)?;
         let clients = Clients::new();
         let clock = Clock::new();
@@ -269,6 +283,7 @@ impl Plane {
             auth: ArcSwapOption::new(auth),
             jwks: options.jwks,
             rate_limits: ArcSwapOption::new(rate_limits),
+            capture,
         });
         let admin = Admin::start(admin_listen, Arc::clone(&shared))?;
         let scrape = ScrapeContext {
@@ -441,6 +456,18 @@ impl GatewayHandle {
     /// The gateway's metrics (what the admin listener's `/metrics` serves).
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.shared.metrics
+    }
+
+    /// JWT auth in effect now (`None` without `spec.auth`); replaced by a reload, so load it
+    /// once per request.
+    pub fn auth(&self) -> Option<Arc<Auth>> {
+        self.shared.auth.load_full()
+    }
+
+    /// The rate limits in effect now (`None` without `spec.rateLimits`); replaced by a reload,
+    /// so load them once per request.
+    pub fn rate_limits(&self) -> Option<Arc<RateLimits>> {
+        self.shared.rate_limits.load_full()
     }
 
     /// Whether every endpoint has been scraped at least once and, with auth on, a signing key

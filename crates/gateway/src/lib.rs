@@ -14,7 +14,7 @@
 //! | admit | [`admission`] | flow control: go, wait in the band's fair queue, or 429/503 with the dropped reason |
 //! | pick | [`pool`] | the pool's picker: primary and fallbacks, dispatch |
 //! | proxy | [`proxy`] | forward, retry before the first byte, stream the answer through |
-//! | account | [`account`], [`usage`] | in-flight guard, TTFT, usage, metrics |
+//! | account | [`account`], [`usage`], [`capture`] | in-flight guard, TTFT, usage, metrics, the optional trace capture |
 //!
 //! Off the request path: [`scrape`] (metrics scrapers swapping pool snapshots in), [`admin`]
 //! (`/metrics`, `/healthz`, `/readyz` on its own thread) and reloads through
@@ -40,6 +40,7 @@ pub mod admission;
 pub mod api_error;
 pub mod auth;
 pub mod body;
+pub mod capture;
 pub mod clock;
 mod error;
 pub mod features;

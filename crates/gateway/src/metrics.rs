@@ -176,6 +176,10 @@ pub struct Metrics {
     /// Requests whose model was rewritten (canary splits and the rewrite header), by the model
     /// asked for and the target; counted once routing accepted the target.
     pub rewrites: Family<RewriteLabels, Counter>,
+    /// Completed requests written to the trace capture (`--capture`).
+    pub capture_records: Counter,
+    /// Completed requests the trace capture dropped because its writer was behind (or closed).
+    pub capture_dropped: Counter,
 }
 
 /// Labels of a rate-limit decision.
@@ -250,10 +254,22 @@ impl Metrics {
             rate_limit_store_errors: Family::default(),
             rate_limit_tenants: Gauge::default(),
             rewrites: Family::default(),
+            capture_records: Counter::default(),
+            capture_dropped: Counter::default(),
             registry: Registry::default(),
         };
         let r = &mut registry;
         r.register("requests", "Requests answered", m.requests.clone());
+        r.register(
+            "capture_records",
+            "Completed requests written to the trace capture",
+            m.capture_records.clone(),
+        );
+        r.register(
+            "capture_dropped",
+            "Completed requests the trace capture dropped (writer behind or closed)",
+            m.capture_dropped.clone(),
+        );
         r.register(
             "time_to_first_token_seconds",
             "Time to first token of streamed answers",

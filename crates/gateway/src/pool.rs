@@ -49,6 +49,8 @@ pub struct PoolRuntime {
     pub route_timeout: Option<Duration>,
     /// Whether its endpoints are scraped (a default-backend host is not).
     pub scraped: bool,
+    /// `forwardPriority`: the request's band goes upstream as the body's `priority`.
+    pub forward_priority: bool,
     policy: Policy,
     snapshot: ArcSwap<Snapshot>,
     picker: Arc<Mutex<Picker>>,
@@ -93,7 +95,7 @@ impl PoolRuntime {
             spec.labels = e.labels.clone();
             specs.push(spec);
         }
-        Self::with_specs(
+        let mut runtime = Self::with_specs(
             &config.name,
             &config.model_name,
             config.adapters.clone(),
@@ -105,7 +107,9 @@ impl PoolRuntime {
             policy,
             specs,
             previous,
-        )
+        )?;
+        runtime.forward_priority = config.forward_priority.value;
+        Ok(runtime)
     }
 
     /// A pool of one host that is not scraped: `bbr.defaultBackend` naming a host.
@@ -186,6 +190,7 @@ impl PoolRuntime {
             h2c,
             route_timeout,
             scraped,
+            forward_priority: false,
             policy,
             snapshot: ArcSwap::from_pointee(Snapshot { pool, state }),
             picker,

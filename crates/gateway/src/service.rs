@@ -135,6 +135,13 @@ async fn serve(
     labels.model.clone_from(&parsed.model);
     labels.pool.clone_from(&pool.name);
     let identity = auth::identity(&routes.config.tenancy, token.as_ref(), &parts.headers);
+    // Priority: a pool with `forwardPriority` tells its model servers the band as vLLM's body
+    // `priority`, so their own queues serve Critical first too (rewrite::set_priority).
+    let body = if pool.forward_priority {
+        rewrite::set_priority(&body, &mut parsed, identity.band.engine_priority())?
+    } else {
+        body
+    };
     let mut features = features::features(
         &parsed.model,
         target.adapter.as_deref(),

@@ -67,6 +67,9 @@ pub enum UsageTap {
         carry: Vec<u8>,
         /// The last usage found.
         found: Option<Usage>,
+        /// `data:` events that carried generated tokens: every one but `[DONE]` and a
+        /// usage-only event (`"choices":[]`).
+        events: u64,
     },
     /// A JSON body: a copy, until it grows past the bound.
     Json {
@@ -85,6 +88,7 @@ impl UsageTap {
             UsageTap::Sse {
                 carry: Vec::new(),
                 found: None,
+                events: 0,
             }
         } else if ct.starts_with("application/json") {
             UsageTap::Json {
@@ -98,16 +102,20 @@ impl UsageTap {
     /// Looks at one chunk as it passes.
     pub fn feed(&mut self, chunk: &[u8]) {
         match self {
-            UsageTap::Sse { carry, found } => {
+            UsageTap::Sse {
+                carry,
+                found,
+                events,
+            } => {
                 let mut rest = chunk;
                 while let Some(nl) = rest.iter().position(|&b| b == b'\n') {
                     let (line, tail) = rest.split_at(nl);
                     rest = &tail[1..];
                     if carry.is_empty() {
-                        sse_line(line, found);
+                        sse_line(line, found, events);
                     } else {
                         carry.extend_from_slice(line);
-                        sse_line(carry, found);
+                        sse_line(carry, found, events);
                         carry.clear();
                     }
                 }
@@ -133,10 +141,14 @@ impl UsageTap {
     /// The usage found, once the body has ended.
     pub fn finish(&mut self) -> Option<Usage> {
         match self {
-            UsageTap::Sse { carry, found } => {
+            UsageTap::Sse {
+                carry,
+                found,
+                events,
+            } => {
                 if !carry.is_empty() {
                     let line = std::mem::take(carry);
-                    sse_line(&line, found);
+                    sse_line(&line, found, events);
                 }
                 *found
             }
@@ -150,12 +162,28 @@ impl UsageTap {
     }
 }
 
-/// Reads `usage` from one SSE line, when it is a `data:` line that carries one. Most lines do
-/// not, so a cheap byte search comes before any parsing.
-fn sse_line(line: &[u8], found: &mut Option<Usage>) {
+impl UsageTap {
+    /// `data:` events with generated tokens so far (0 for a body that is not SSE): the output
+    /// length the trace capture records when an answer carries no `usage`.
+    pub fn streamed_events(&self) -> u64 {
+        match self {
+            UsageTap::Sse { events, .. } => *events,
+            _ => 0,
+        }
+    }
+}
+
+/// Reads `usage` from one SSE line, when it is a `data:` line that carries one, and counts the
+/// line in `events` when it carries tokens. Most lines carry no usage, so a cheap byte search
+/// comes before any parsing.
+fn sse_line(line: &[u8], found: &mut Option<Usage>, events: &mut u64) {
     let Some(data) = line.strip_prefix(b"data:") else {
         return;
     };
+    let data = data.trim_ascii();
+    if data != b"[DONE]" && !contains(data, b"\"choices\":[]") {
+        *events += 1;
+    }
     if !contains(data, b"\"prompt_tokens\"") {
         return;
     }
@@ -192,6 +220,8 @@ mod tests {
                 }),
                 "cut at {cut}"
             );
+            // One event with text; neither the usage-only event nor [DONE] counts.
+            assert_eq!(tap.streamed_events(), 1, "cut at {cut}");
         }
     }
 

@@ -26,6 +26,9 @@ pub struct DemoArgs {
     /// Simulated seconds per wall-clock second (1: real GPU speed).
     #[arg(long, default_value_t = 1.0)]
     time_scale: f64,
+    /// Write one JSON line per completed request to this file, for `infergate bench --trace`.
+    #[arg(long, value_name = "FILE")]
+    capture: Option<std::path::PathBuf>,
 }
 
 const LLAMA: &str = "meta-llama/Llama-3.1-8B-Instruct";
@@ -138,6 +141,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
             listen: Some(args.listen),
             admin_listen: Some(args.admin_listen),
             drain_timeout: Duration::from_secs(10),
+            capture: args.capture,
             ..GatewayOptions::default()
         };
         let gateway = match Gateway::bind(config, options).await {

@@ -56,6 +56,9 @@ pub struct SimArgs {
     /// Turn chunked prefill off.
     #[arg(long)]
     no_chunked_prefill: bool,
+    /// vLLM --scheduling-policy: fcfs, or priority (requests' `priority` field, lower first).
+    #[arg(long)]
+    scheduling_policy: Option<String>,
     /// Metrics dialect: vllm or sglang.
     #[arg(long, default_value = "vllm")]
     engine: String,
@@ -94,6 +97,7 @@ impl SimArgs {
             max_model_len: self.max_model_len,
             prefix_caching: self.no_prefix_caching.then_some(false),
             chunked_prefill: self.no_chunked_prefill.then_some(false),
+            scheduling_policy: self.scheduling_policy.clone(),
             max_loras: self.max_loras,
             max_cpu_loras: self.max_cpu_loras,
             loras: (!self.lora.is_empty()).then(|| self.lora.clone()),
@@ -133,6 +137,9 @@ pub fn engine_config(settings: &SimSettings) -> anyhow::Result<EngineConfig> {
             // vLLM's budget without chunked prefill: max(max_model_len, 2048).
             config.max_num_batched_tokens = config.max_model_len.max(2048);
         }
+    }
+    if let Some(v) = &settings.scheduling_policy {
+        config.scheduling_policy = v.parse().map_err(anyhow::Error::msg)?;
     }
     if let Some(v) = settings.max_loras {
         config.max_loras = v;

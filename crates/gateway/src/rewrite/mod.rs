@@ -291,14 +291,49 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValu
 /// value is replaced (or, for a body that named its model only in the header, inserted first),
 /// every other byte is kept, and a prompt that lies in the body is moved with the bytes.
 /// The forwarded `Content-Length` follows the new body (the proxy sets it from the body).
-pub fn set_model(
-    body: &Bytes,
-    parsed: &mut ParsedRequest,
-    target: &str,
-) -> Result<Bytes, ApiError> {
+pub fn set_model(body: &[u8], parsed: &mut ParsedRequest, target: &str) -> Result<Bytes, ApiError> {
     let token = serde_json::to_string(target).map_err(ApiError::bad_json)?;
     let field: ModelField<'_> = serde_json::from_slice(body).map_err(ApiError::bad_json)?;
-    let (cut, insert) = match field.model {
+    let out = set_member(body, parsed, "model", field.model, token);
+    target.clone_into(&mut parsed.model);
+    Ok(out)
+}
+
+#[derive(Deserialize)]
+struct PriorityField<'a> {
+    #[serde(default, borrow, deserialize_with = "present")]
+    priority: Option<&'a RawValue>,
+}
+
+/// The body with its `priority` set to `priority` (a pool's `forwardPriority`: the band as
+/// vLLM's priority scheduler reads it), with [`set_model`]'s byte discipline. A `priority` the
+/// client wrote is replaced: the band the gateway assigned is the one that counts, or a client
+/// could promote itself inside the model server past the gateway's flow control.
+pub fn set_priority(
+    body: &[u8],
+    parsed: &mut ParsedRequest,
+    priority: i32,
+) -> Result<Bytes, ApiError> {
+    let field: PriorityField<'_> = serde_json::from_slice(body).map_err(ApiError::bad_json)?;
+    Ok(set_member(
+        body,
+        parsed,
+        "priority",
+        field.priority,
+        priority.to_string(),
+    ))
+}
+
+/// Replaces the top-level member `name` (its raw value `found`, if present) with the JSON
+/// `token`, or inserts it first; every other byte is kept and the prompt's range follows.
+fn set_member(
+    body: &[u8],
+    parsed: &mut ParsedRequest,
+    name: &str,
+    found: Option<&RawValue>,
+    token: String,
+) -> Bytes {
+    let (cut, insert) = match found {
         Some(raw) => (range_in(body, raw.get()), token),
         None => {
             // The body parsed as an object, so it has a `{`; what follows decides the comma.
@@ -309,7 +344,7 @@ pub fn set_model(
                 .find(|b| !b.is_ascii_whitespace())
                 .is_some_and(|&b| b == b'}');
             let sep = if empty { "" } else { "," };
-            (open..open, format!("\"model\":{token}{sep}"))
+            (open..open, format!("\"{name}\":{token}{sep}"))
         }
     };
     let mut out = Vec::with_capacity(body.len() + insert.len());
@@ -317,15 +352,14 @@ pub fn set_model(
     out.extend_from_slice(insert.as_bytes());
     out.extend_from_slice(body.get(cut.end..).unwrap_or_default());
     if let PromptBytes::Body(r) = &mut parsed.prompt {
-        // The prompt and the model are different members, so the prompt lies wholly before
+        // The prompt and `name` are different members, so the prompt lies wholly before
         // or wholly after the cut.
         if r.start >= cut.end {
             let moved = |i: usize| i - cut.end + cut.start + insert.len();
             *r = moved(r.start)..moved(r.end);
         }
     }
-    target.clone_into(&mut parsed.model);
-    Ok(Bytes::from(out))
+    Bytes::from(out)
 }
 
 #[cfg(test)]

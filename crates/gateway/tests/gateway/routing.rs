@@ -229,3 +229,72 @@ async fn a_default_backend_pool_takes_models_no_pool_serves() {
     assert_eq!(seen["x-gateway-model-name"], "anything-else");
     assert_eq!(seen["x-gateway-base-model-name"], "");
 }
+
+/// `forwardPriority`: the band reaches the model server as the body's `priority`, replacing the
+/// client's; without it the body goes through untouched. An FCFS replica (vLLM's default)
+/// answers any priority but 0 with a 400, which makes what reached it visible.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_with_forward_priority_sends_the_band_as_the_bodys_priority() {
+    let fcfs = Replica::start(instant()).await;
+    let mut spec = instant();
+    spec.engine.scheduling_policy = infergate_engine::SchedulingPolicy::Priority;
+    spec.served_model_name = "qwen3-32b".into();
+    let priority = Replica::start(spec).await;
+    let mut forwarding_fcfs = PoolDef::new("llama", LLAMA, vec![fcfs.addr]);
+    forwarding_fcfs.extra = "      forwardPriority: true\n";
+    let mut forwarding = PoolDef::new("qwen", "qwen3-32b", vec![priority.addr]);
+    forwarding.extra = "      forwardPriority: true\n";
+    let gw = TestGateway::ready(&config_yaml(&[forwarding_fcfs, forwarding], "")).await;
+    let ask = |model: &'static str, band: &'static str, extra: Value| {
+        let gw = &gw;
+        async move {
+            let (s, _, b) = gw
+                .post_with(
+                    "/v1/chat/completions",
+                    chat(model, "hi", extra).to_string(),
+                    &[("x-gateway-inference-objective", band)],
+                )
+                .await;
+            (s, String::from_utf8_lossy(&b).into_owned())
+        }
+    };
+    // Every band is accepted by a server that schedules by priority.
+    for band in ["Critical", "Standard", "Sheddable"] {
+        let (s, b) = ask("qwen3-32b", band, short()).await;
+        assert_eq!(s, StatusCode::OK, "{band}: {b}");
+    }
+    // The FCFS server shows what it was sent: Sheddable became 1, Critical -1, and Standard 0
+    // even though the client asked for 5.
+    let (s, b) = ask(LLAMA, "Sheddable", short()).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
+    assert!(b.contains("Got priority 1 but"), "{b}");
+    let (s, b) = ask(LLAMA, "Critical", short()).await;
+    assert!(b.contains("Got priority -1 but"), "{s} {b}");
+    let (s, b) = ask(
+        LLAMA,
+        "Standard",
+        json!({"max_tokens": 4, "ignore_eos": true, "priority": 5}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+
+    // Off (the default), the client's own priority goes through as it was written.
+    let plain = TestGateway::ready(&config_yaml(
+        &[PoolDef::new("llama", LLAMA, vec![fcfs.addr])],
+        "",
+    ))
+    .await;
+    let (s, _, b) = plain
+        .post_with(
+            "/v1/chat/completions",
+            chat(LLAMA, "hi", json!({"max_tokens": 4, "priority": 5})).to_string(),
+            &[("x-gateway-inference-objective", "Critical")],
+        )
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert!(String::from_utf8_lossy(&b).contains("Got priority 5 but"));
+    let (s, _, b) = plain
+        .post("/v1/chat/completions", &chat(LLAMA, "hi", short()))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b:?}");
+}

@@ -4,7 +4,7 @@ mod response;
 
 use super::*;
 use hyper::header::HeaderValue;
-use infergate_config::gateway::Setting;
+use infergate_config::gateway::{Band, Setting};
 
 fn resolved(
     models: &[&str],
@@ -284,4 +284,38 @@ fn a_body_that_named_no_model_gets_one() {
         assert_eq!(again.model, "t");
         assert_eq!(p.prompt.get(&out), again.prompt.get(&out));
     }
+}
+
+#[test]
+fn forwarding_a_band_sets_the_bodys_priority_over_the_clients_own() {
+    for (body, priority, want) in [
+        (
+            r#"{"model":"m","prompt":"x"}"#,
+            -1,
+            r#"{"priority":-1,"model":"m","prompt":"x"}"#,
+        ),
+        // A client's own priority never reaches the server: the gateway's band wins.
+        (
+            r#"{"model":"m","priority": -100 ,"prompt":"x"}"#,
+            1,
+            r#"{"model":"m","priority": 1 ,"prompt":"x"}"#,
+        ),
+        (
+            r#"{"prompt":"x","priority":"high","model":"m"}"#,
+            0,
+            r#"{"prompt":"x","priority":0,"model":"m"}"#,
+        ),
+    ] {
+        let mut p = parsed(body);
+        let out = set_priority(body.as_bytes(), &mut p, priority).unwrap();
+        assert_eq!(std::str::from_utf8(&out).unwrap(), want);
+        let again = crate::parse::parse(&out, None).unwrap();
+        assert_eq!(p.prompt.get(&out), again.prompt.get(&out));
+        assert_eq!(p.prompt.get(&out), b"x".as_slice());
+        assert_eq!(p.model, "m");
+    }
+    assert_eq!(
+        [Band::Critical, Band::Standard, Band::Sheddable].map(Band::engine_priority),
+        [-1, 0, 1]
+    );
 }

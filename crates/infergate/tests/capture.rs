@@ -1,0 +1,224 @@
+//! `infergate serve --capture` as an operator runs it: requests through the gateway to a
+//! simulated replica (an adapter, a tenant, a band, a shared prefix), a SIGTERM, and the capture
+//! read back with the bench's reader — every request there, with its fields, sharing block
+//! hashes exactly where its prompt shared a prefix with the same model's.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{free_port, http_with, infergate, instant_replica_with, wait_for, Running};
+use infergate_bench::trace::{read_capture_jsonl, TraceFormat};
+use infergate_config::gateway::Band;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const ADAPTER: &str = "sql-lora";
+
+fn config(replica: u16) -> String {
+    format!(
+        "apiVersion: infergate.dev/v1alpha1
+kind: InferenceGatewayConfig
+spec:
+  bbr: {{enabled: true}}
+  schedulers:
+    - name: llama
+      modelName: llama
+      modelSelector: {{matchLabels: {{app: llama}}}}
+      loraAdapters: [{ADAPTER}]
+  endpoints:
+    - address: 127.0.0.1:{replica}
+      labels: {{app: llama}}
+"
+    )
+}
+
+/// A completion of `max_tokens` for `prompt` to `model`, streamed with a final usage event or
+/// buffered.
+fn completion(model: &str, prompt: &str, stream: bool, max_tokens: u32) -> String {
+    let mut body = serde_json::json!({
+        "model": model,
+        "prompt": prompt,
+        "max_tokens": max_tokens,
+        // The simulator samples where an answer stops; this makes it exactly max_tokens.
+        "ignore_eos": true,
+        "stream": stream,
+    });
+    if stream {
+        body["stream_options"] = serde_json::json!({"include_usage": true});
+    }
+    body.to_string()
+}
+
+#[test]
+fn serve_captures_every_completed_request_and_flushes_on_sigterm() {
+    let replica = free_port();
+    // 1 ms a step: short answers come at once, an 800-token one streams for about a second.
+    let _sim = instant_replica_with(
+        "llama",
+        replica,
+        &["--max-loras", "2", "--lora", ADAPTER, "--slowdown", "1000"],
+    );
+    let dir = std::env::temp_dir().join(format!("infergate-capture-it-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (file, capture) = (dir.join("gateway.yaml"), dir.join("capture.jsonl"));
+    std::fs::write(&file, config(replica)).unwrap();
+    let (port, admin) = (free_port(), free_port());
+    // Killed if the test fails before SIGTERM does it.
+    let mut child = Running(
+        infergate()
+            .args(["serve", "--config"])
+            .arg(&file)
+            .arg("--capture")
+            .arg(&capture)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let gateway = format!("127.0.0.1:{port}");
+    let admin_addr = format!("127.0.0.1:{admin}");
+    wait_for("readyz", || {
+        http_with(
+            &admin_addr,
+            "GET",
+            "/readyz",
+            &[],
+            "",
+            Duration::from_secs(5),
+        )
+        .is_some_and(|r| r.starts_with("HTTP/1.1 200"))
+    });
+
+    // Four 64-character blocks of system prompt, then each request's own question.
+    let system = "You are a careful SQL assistant. Answer with one query only. ".repeat(5);
+    let system = &system[..256];
+    let sends = [
+        (
+            ADAPTER,
+            format!("{system}How many users signed up in May of this year, counted by their country of residence?"),
+            true,
+            vec![
+                ("x-gateway-inference-objective", "Critical"),
+                ("x-gateway-inference-fairness-id", "team-a"),
+            ],
+        ),
+        (
+            ADAPTER,
+            format!("{system}List the ten largest orders placed last week, newest first, with their customer names."),
+            false,
+            vec![],
+        ),
+        (
+            "llama",
+            format!("{system}How many users signed up in May of this year, counted by their country of residence?"),
+            true,
+            vec![("x-gateway-inference-objective", "Sheddable")],
+        ),
+    ];
+    for (model, prompt, stream, headers) in &sends {
+        let r = http_with(
+            &gateway,
+            "POST",
+            "/v1/completions",
+            headers,
+            &completion(model, prompt, *stream, 4),
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+        // Arrivals a little apart, so their order in the capture is certain.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // A long answer still streaming when SIGTERM comes: the drain lets it finish, and only
+    // then is the capture closed, so it is in the file.
+    let long = {
+        let gateway = gateway.clone();
+        let body = completion("llama", "tell me a long story", true, 800);
+        std::thread::spawn(move || {
+            http_with(
+                &gateway,
+                "POST",
+                "/v1/completions",
+                &[],
+                &body,
+                Duration::from_secs(20),
+            )
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let term = Command::new("kill")
+        .args(["-TERM", &child.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "serve did not exit after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status}");
+    let long = long.join().unwrap().unwrap();
+    assert!(
+        long.starts_with("HTTP/1.1 200") && long.contains("[DONE]"),
+        "{long}"
+    );
+
+    assert_eq!(
+        TraceFormat::detect(&capture).unwrap(),
+        Some(TraceFormat::CaptureJsonl)
+    );
+    let text = std::fs::read_to_string(&capture).unwrap();
+    let mut trace = read_capture_jsonl(&capture).unwrap();
+    assert_eq!(trace.len(), 4, "{text}");
+    let long = trace.pop().unwrap();
+    assert_eq!(long.request.output_tokens, 800, "{text}");
+    for (r, (model, prompt, _, _)) in trace.iter().zip(&sends) {
+        // The replica's tokenizer: four bytes a token; the usage it answers with.
+        assert_eq!(
+            r.request.input_tokens as usize,
+            prompt.len().div_ceil(4),
+            "{text}"
+        );
+        assert_eq!(r.request.output_tokens, 4, "{text}");
+        assert_eq!(r.adapter.as_deref(), (*model == ADAPTER).then_some(ADAPTER));
+        assert_eq!(r.prefix_hashes.len(), prompt.len() / 64, "{text}");
+    }
+    assert!(trace.windows(2).all(|w| w[0].request.at < w[1].request.at));
+    assert_eq!(
+        trace.iter().map(|r| r.band).collect::<Vec<_>>(),
+        [Band::Critical, Band::Standard, Band::Sheddable]
+    );
+    assert_eq!(trace[0].tenant.as_deref(), Some("team-a"));
+    assert_eq!(trace[1].tenant, None);
+    // The adapter's two prompts share exactly the four system blocks.
+    let (a, b, c) = (
+        &trace[0].prefix_hashes,
+        &trace[1].prefix_hashes,
+        &trace[2].prefix_hashes,
+    );
+    assert_eq!(a[..4], b[..4]);
+    assert_ne!(a[4], b[4]);
+    // The base model's prompt is the first one's text, but another model's cache: no sharing.
+    assert!(a.iter().zip(c).all(|(x, y)| x != y));
+    // Never the text.
+    assert!(!text.contains("SQL assistant") && !text.contains("signed up"));
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(lines.iter().all(|l| l["tokens_from"] == "usage"), "{text}");
+    assert!(lines.iter().all(|l| l["routed_model"] == l["model"]));
+    assert!(lines
+        .iter()
+        .all(|l| l["endpoint"] == format!("127.0.0.1:{replica}").as_str()));
+}
