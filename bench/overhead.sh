@@ -13,7 +13,10 @@
 # ENVOY_VERSION is pip-installed into ENVOY_VENV), QUIET_WAIT (seconds to wait, before each run,
 # for the rest of the machine to go idle: the cores may be shared), MAX_OTHER (0.15: a run during
 # which the rest of the machine used more than this share of a core is measured again, up to 3
-# times), OUT (a file to append the JSON results to).
+# times), OUT (a file to append the JSON results to), ARMS (the proxied paths measured, of
+# "infergate envoy envoy+extproc", all by default), BEFORE (another `infergate` binary, say one
+# built from an earlier commit, measured as the arm "infergate before" beside the current one,
+# so that a change is judged within one run).
 #
 # The paths measured over REPLICAS replicas, each open loop at RATE then closed loop over
 # CONNECTIONS, and again over one replica (open loop only):
@@ -42,6 +45,8 @@ ENVOY_VERSION=${ENVOY_VERSION:-1.40.0}
 ENVOY_VENV=${ENVOY_VENV:-/tmp/envoy-venv}
 QUIET_WAIT=${QUIET_WAIT:-300}
 MAX_OTHER=${MAX_OTHER:-0.15}
+ARMS=${ARMS:-infergate envoy envoy+extproc}
+BEFORE=${BEFORE:-}
 MODEL=llama
 
 command -v taskset >/dev/null || { echo "taskset (util-linux) is needed" >&2; exit 1; }
@@ -333,8 +338,28 @@ EOF
 EOF
 }
 
-# Measures direct, infergate and Envoy over the replicas given: open loop at RATE, and closed
-# loop over CONNECTIONS when CLOSED is 1.
+has_arm() { [[ " $ARMS " == *" $1 "* ]]; }
+
+# `infergate serve` (the binary BIN) under LABEL over the gateway config of the set: open loop at
+# RATE, and closed loop over CONNECTIONS when CLOSED is 1.
+measure_gateway() { # LABEL BIN SET CLOSED
+    local label=$1 bin=$2 set=$3 closed=$4 gw
+    log "[$set] $label: $bin serve on CPU $PROXY_CPU"
+    taskset -c "$PROXY_CPU" "$bin" serve --config "$WORK/gateway.yaml" \
+        --listen "127.0.0.1:$GW_PORT" --admin-listen "127.0.0.1:$GW_ADMIN" >>"$WORK/gateway.log" 2>&1 &
+    gw=$!
+    PIDS+=("$gw")
+    wait_http "http://127.0.0.1:$GW_ADMIN/readyz" "the gateway's /readyz"
+    load "$label" "127.0.0.1:$GW_PORT" --set "$set" --rate "$RATE" --watch "proxy=$gw"
+    if ((closed)); then
+        load "$label" "127.0.0.1:$GW_PORT" --set "$set" --connections "$CONNECTIONS" --watch "proxy=$gw"
+    fi
+    kill "$gw"
+    wait "$gw" 2>/dev/null || true
+}
+
+# Measures direct and each arm over the replicas given: open loop at RATE, and closed loop over
+# CONNECTIONS when CLOSED is 1.
 measure_set() { # SET CLOSED PORT...
     local set=$1 closed=$2
     shift 2
@@ -347,37 +372,32 @@ measure_set() { # SET CLOSED PORT...
     if ((closed)); then load direct "$direct" --set "$set" --connections "$CONNECTIONS"; fi
 
     gateway_config "${ports[@]}" >"$WORK/gateway.yaml"
-    log "[$set] infergate serve on CPU $PROXY_CPU"
-    taskset -c "$PROXY_CPU" "$INFERGATE" serve --config "$WORK/gateway.yaml" \
-        --listen "127.0.0.1:$GW_PORT" --admin-listen "127.0.0.1:$GW_ADMIN" >>"$WORK/gateway.log" 2>&1 &
-    local gw=$!
-    PIDS+=("$gw")
-    wait_http "http://127.0.0.1:$GW_ADMIN/readyz" "the gateway's /readyz"
-    load infergate "127.0.0.1:$GW_PORT" --set "$set" --rate "$RATE" --watch "proxy=$gw"
-    if ((closed)); then
-        load infergate "127.0.0.1:$GW_PORT" --set "$set" --connections "$CONNECTIONS" --watch "proxy=$gw"
-    fi
-    kill "$gw"
-    wait "$gw" 2>/dev/null || true
+    if [[ -n "$BEFORE" ]]; then measure_gateway "infergate before" "$BEFORE" "$set" "$closed"; fi
+    if has_arm infergate; then measure_gateway infergate "$INFERGATE" "$set" "$closed"; fi
 
+    if ! has_arm envoy && ! has_arm envoy+extproc; then return 0; fi
     if [[ -z "${ENVOY:-}" ]]; then
         log "[$set] Envoy not measured: $ENVOY_WHY"
         return 0
     fi
-    envoy_config "${ports[@]}" >"$WORK/envoy.yaml"
-    log "[$set] envoy on CPU $PROXY_CPU"
-    taskset -c "$PROXY_CPU" "$ENVOY" -c "$WORK/envoy.yaml" --disable-hot-restart --concurrency 1 \
-        --log-level warn >>"$WORK/envoy.log" 2>&1 &
-    local envoy=$!
-    PIDS+=("$envoy")
-    wait_http "http://127.0.0.1:$ENVOY_ADMIN/ready" "Envoy's /ready"
-    load envoy "127.0.0.1:$ENVOY_PORT" --set "$set" --rate "$RATE" --watch "proxy=$envoy"
-    if ((closed)); then
-        load envoy "127.0.0.1:$ENVOY_PORT" --set "$set" --connections "$CONNECTIONS" --watch "proxy=$envoy"
+    local envoy
+    if has_arm envoy; then
+        envoy_config "${ports[@]}" >"$WORK/envoy.yaml"
+        log "[$set] envoy on CPU $PROXY_CPU"
+        taskset -c "$PROXY_CPU" "$ENVOY" -c "$WORK/envoy.yaml" --disable-hot-restart --concurrency 1 \
+            --log-level warn >>"$WORK/envoy.log" 2>&1 &
+        envoy=$!
+        PIDS+=("$envoy")
+        wait_http "http://127.0.0.1:$ENVOY_ADMIN/ready" "Envoy's /ready"
+        load envoy "127.0.0.1:$ENVOY_PORT" --set "$set" --rate "$RATE" --watch "proxy=$envoy"
+        if ((closed)); then
+            load envoy "127.0.0.1:$ENVOY_PORT" --set "$set" --connections "$CONNECTIONS" --watch "proxy=$envoy"
+        fi
+        kill "$envoy"
+        wait "$envoy" 2>/dev/null || true
     fi
-    kill "$envoy"
-    wait "$envoy" 2>/dev/null || true
 
+    if ! has_arm envoy+extproc; then return 0; fi
     log "[$set] envoy + infergate extproc, both on CPU $PROXY_CPU"
     taskset -c "$PROXY_CPU" "$INFERGATE" extproc --config "$WORK/gateway.yaml" \
         --listen "127.0.0.1:$XP_PORT" --admin-listen "127.0.0.1:$XP_ADMIN" >>"$WORK/extproc.log" 2>&1 &

@@ -643,8 +643,8 @@ fn table(file: &PathBuf) -> anyhow::Result<()> {
 }
 
 fn open_table(open: &[&Value]) {
-    println!("| path | offered | achieved | p50 | p90 | p99 | p99.9 | max | added p50 | added p99 | proxy CPU | other load | errors |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("| path | offered | achieved | p50 | p90 | p99 | p99.9 | max | added p50 | added p99 | proxy CPU | proxy CPU per request | other load | errors |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for r in open {
         let direct = open
             .iter()
@@ -656,8 +656,12 @@ fn open_table(open: &[&Value]) {
             }
             Some(f(r, key)? - f(d, key)?)
         };
+        // The proxy's core-seconds per second over the requests it answered per second.
+        let per_request = cpu_of(r, "proxy")
+            .zip(f(r, "ok_rps").filter(|n| *n > 0.0))
+            .map(|(share, rps)| share / rps * 1e6);
         println!(
-            "| {} | {} req/s | {} req/s | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} req/s | {} req/s | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r["label"].as_str().unwrap_or("?"),
             f(r, "rate").unwrap_or(0.0),
             f(r, "achieved_rps").unwrap_or(0.0),
@@ -669,6 +673,7 @@ fn open_table(open: &[&Value]) {
             fmt_delta(added("p50_us")),
             fmt_delta(added("p99_us")),
             fmt_share(cpu_of(r, "proxy")),
+            fmt_us(per_request),
             fmt_share(cpu_of(r, "other")),
             r["errors"],
         );

@@ -25,6 +25,10 @@ pub struct ServeArgs {
     /// Seconds requests in flight may take to finish after Ctrl-C or SIGTERM.
     #[arg(long, default_value_t = 30)]
     drain_secs: u64,
+    /// Write one JSON line per completed request to this file (arrival, model, adapter, tenant,
+    /// priority, tokens, prefix hashes; never text), for `infergate bench --trace`.
+    #[arg(long, value_name = "FILE")]
+    capture: Option<PathBuf>,
 }
 
 /// How often the config file is checked for changes.
@@ -39,11 +43,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         admin_listen: args.admin_listen,
         config_path: Some(args.config.clone()),
         drain_timeout: Duration::from_secs(args.drain_secs),
+        capture: args.capture,
         ..GatewayOptions::default()
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let runtime = runtime()?;
     runtime.block_on(async move {
         let gateway = Gateway::bind(config, options).await?;
         let scheme = if gateway.tls().is_some() { "https" } else { "http" };
@@ -72,6 +75,23 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
         Ok(())
     })
+}
+
+/// The data plane's runtime. On one CPU (a container limit, `taskset`) a current-thread
+/// runtime runs the accept loop and every connection on the one thread that may run: a
+/// multi-thread runtime would add a worker beside the thread blocked in `block_on`, and hand
+/// work between the two. With more CPUs, one worker per CPU.
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    if cpus == 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+    }
 }
 
 /// Reloads the config file on each SIGHUP.

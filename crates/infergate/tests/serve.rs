@@ -103,6 +103,62 @@ fn serve_answers_reloads_on_sighup_and_drains_on_sigterm() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// On one CPU `serve` runs a current-thread runtime (accept loop, connections, scrapers and
+/// upstream connections on one thread): it must answer concurrent clients and drain the same.
+/// Needs `taskset` (util-linux).
+#[test]
+fn serve_confined_to_one_cpu_answers_concurrent_clients_and_drains() {
+    let replica = free_port();
+    let _sim = instant_replica("llama", replica);
+    let dir = std::env::temp_dir().join(format!("infergate-serve-1cpu-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("gateway.yaml");
+    std::fs::write(&file, config("llama", replica)).unwrap();
+    let (port, admin) = (free_port(), free_port());
+    let mut child = Command::new("taskset")
+        .args(["-c", "0"])
+        .arg(infergate().get_program())
+        .args(["serve", "--config"])
+        .arg(&file)
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("taskset (util-linux) runs the gateway on one CPU");
+    wait_for("readyz", || {
+        request(admin, "GET", "/readyz", "").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
+    });
+    let clients: Vec<_> = (0..4)
+        .map(|_| {
+            std::thread::spawn(move || {
+                (0..25)
+                    .map(|_| request(port, "POST", "/v1/chat/completions", &chat("llama")))
+                    .filter(|r| r.as_deref().is_some_and(|r| r.starts_with("HTTP/1.1 200")))
+                    .count()
+            })
+        })
+        .collect();
+    let answered: usize = clients.into_iter().map(|c| c.join().unwrap()).sum();
+    assert_eq!(answered, 100);
+
+    let term = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "serve did not stop on SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn check_prints_the_report_and_refuses_a_bad_config_naming_the_field() {
     let dir = std::env::temp_dir().join(format!("infergate-check-{}", std::process::id()));

@@ -1,4 +1,6 @@
 //! Upstream HTTP clients: pooled keep-alive connections, one client per upstream protocol.
+//! HTTP/1.1 requests go through [`Connections`] (the hot path); h2c upstreams and metrics
+//! scrapes through hyper-util's pooled client.
 
 use std::time::Duration;
 
@@ -8,19 +10,16 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
+use super::keepalive::{Connections, CONNECT_TIMEOUT, IDLE_TIMEOUT as POOL_IDLE};
+
 /// A pooled client sending buffered request bodies.
 pub type UpstreamClient = Client<HttpConnector, Full<Bytes>>;
-
-/// How long a connect may take before the endpoint counts as down and the next one is tried.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
-/// Idle pooled connections are closed after this long.
-const POOL_IDLE: Duration = Duration::from_secs(90);
 
 /// The clients of a gateway.
 #[derive(Debug, Clone)]
 pub struct Clients {
     /// HTTP/1.1 upstreams.
-    pub http1: UpstreamClient,
+    pub http1: Connections,
     /// `kubernetes.io/h2c` upstreams.
     pub h2c: UpstreamClient,
     /// Metrics scrapes: their own pool, so a hung scrape never holds a request's connection.
@@ -48,7 +47,7 @@ impl Clients {
             b.build(connector())
         };
         Self {
-            http1: build(false),
+            http1: Connections::new(),
             h2c: build(true),
             scrape: build(false),
         }

@@ -9,13 +9,14 @@
 
 pub mod client;
 pub mod headers;
+pub mod keepalive;
 pub mod stream;
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use http_body_util::Full;
-use hyper::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
+use hyper::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE, HOST};
 use hyper::http::request::Parts;
 use hyper::http::uri::{Authority, Scheme};
 use hyper::{Request, Response, StatusCode, Uri};
@@ -33,6 +34,7 @@ use crate::rewrite::response::RestoreBody;
 use crate::route::Target;
 use crate::usage::UsageTap;
 use crate::Shared;
+use keepalive::Lease;
 use stream::ProxyBody;
 
 /// One request on its way upstream.
@@ -91,11 +93,6 @@ impl Forward<'_> {
         let pool = &self.target.pool;
         let headers = headers::upstream(&self.parts.headers, self.model, &self.target.base_model);
         let path = self.parts.uri.path_and_query().map_or("/", |p| p.as_str());
-        let client = if pool.h2c {
-            &self.shared.clients.h2c
-        } else {
-            &self.shared.clients.http1
-        };
         let mut first = Some(first);
         let mut last = String::from("no endpoint was tried");
         let mut tried = 0;
@@ -131,6 +128,7 @@ impl Forward<'_> {
                 address,
                 path,
                 self.body.clone(),
+                pool.h2c,
             ) {
                 Ok(r) => r,
                 Err(e) => {
@@ -139,17 +137,29 @@ impl Forward<'_> {
                 }
             };
             let dispatched = Instant::now();
-            let reason = match client.request(req).await {
-                Ok(resp) if resp.status() != StatusCode::SERVICE_UNAVAILABLE => {
+            let sent = if pool.h2c {
+                match self.shared.clients.h2c.request(req).await {
+                    Ok(resp) => Ok((resp, None)),
+                    Err(e) => Err(format!("{address}: {}", error_chain(&e))),
+                }
+            } else {
+                match self.shared.clients.http1.send(address, req).await {
+                    Ok((resp, lease)) => Ok((resp, Some(lease))),
+                    // The error names the endpoint.
+                    Err(e) => Err(error_chain(&e)),
+                }
+            };
+            let reason = match sent {
+                Ok((resp, lease)) if resp.status() != StatusCode::SERVICE_UNAVAILABLE => {
                     let held = (permit.take(), limit.take());
-                    return Ok(self.respond(resp, dispatch, address, dispatched, held));
+                    return Ok(self.respond(resp, lease, dispatch, address, dispatched, held));
                 }
                 Ok(_) => {
                     last = format!("{address} answered 503");
                     "status_503"
                 }
                 Err(e) => {
-                    last = format!("{address}: {}", error_chain(&e));
+                    last = e;
                     "connect"
                 }
             };
@@ -170,6 +180,7 @@ impl Forward<'_> {
     fn respond(
         &self,
         resp: Response<hyper::body::Incoming>,
+        lease: Option<Lease>,
         dispatch: Dispatch,
         address: &str,
         dispatched: Instant,
@@ -203,11 +214,24 @@ impl Forward<'_> {
         if let Some(p) = permit {
             account.hold(p);
         }
+        if let Some(capture) = &self.shared.capture {
+            account.capture(capture.pending(crate::capture::Request {
+                features: self.features,
+                asked_model: self.restore.unwrap_or(self.model),
+                routed_model: self.model,
+                endpoint: address,
+                status: parts.status.as_u16(),
+                arrived: self.started,
+            }));
+        }
         if let Some(t) = limit {
             let failed = parts.status.is_client_error() || parts.status.is_server_error();
             account.hold_limit(t, failed);
         }
-        let body = ProxyBody::new(body, self.deadline, sse, address.to_owned(), account);
+        let mut body = ProxyBody::new(body, self.deadline, sse, address.to_owned(), account);
+        if let Some(lease) = lease {
+            body = body.returning(lease);
+        }
         let body = match restore {
             None => ResponseBody::Proxy(Box::new(body)),
             Some(r) => {
@@ -220,18 +244,28 @@ impl Forward<'_> {
     }
 }
 
+/// The upstream request. HTTP/1.1 goes out as [`keepalive::Connections`] sends it: the path
+/// alone (origin form) with `Host` naming the endpoint; h2c with the full URI hyper-util's
+/// client routes by.
 fn build_request(
     client: &Parts,
-    headers: hyper::HeaderMap,
+    mut headers: hyper::HeaderMap,
     address: &str,
     path: &str,
     body: Bytes,
+    h2c: bool,
 ) -> Result<Request<Full<Bytes>>, hyper::http::Error> {
-    let uri = Uri::builder()
-        .scheme(Scheme::HTTP)
-        .authority(Authority::try_from(address)?)
-        .path_and_query(path)
-        .build()?;
+    let authority = Authority::try_from(address)?;
+    let uri = if h2c {
+        Uri::builder()
+            .scheme(Scheme::HTTP)
+            .authority(authority)
+            .path_and_query(path)
+            .build()?
+    } else {
+        headers.insert(HOST, HeaderValue::from_str(authority.as_str())?);
+        Uri::builder().path_and_query(path).build()?
+    };
     let mut req = Request::new(Full::new(body));
     *req.method_mut() = client.method.clone();
     *req.uri_mut() = uri;

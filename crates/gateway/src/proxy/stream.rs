@@ -16,6 +16,7 @@ use tokio::time::Sleep;
 
 use crate::account::Accounting;
 use crate::body::BoxError;
+use crate::proxy::keepalive::Lease;
 
 /// Why a stream was cut short.
 #[derive(Debug, thiserror::Error)]
@@ -31,6 +32,8 @@ pub struct ProxyBody {
     done: bool,
     endpoint: String,
     account: Accounting,
+    /// The upstream connection, handed back for the next request once the body has ended.
+    lease: Option<Lease>,
 }
 
 impl ProxyBody {
@@ -49,12 +52,33 @@ impl ProxyBody {
             done: false,
             endpoint,
             account,
+            lease: None,
+        }
+    }
+
+    /// Hands `lease`'s connection back as soon as the upstream body has ended (at once if it
+    /// has no body), with no task of its own; a body that fails or is dropped before its end
+    /// drops the lease, and the connection closes.
+    pub fn returning(mut self, lease: Lease) -> Self {
+        if self.inner.is_end_stream() {
+            lease.release();
+        } else {
+            self.lease = Some(lease);
+        }
+        self
+    }
+
+    fn release(&mut self) {
+        if let Some(lease) = self.lease.take() {
+            lease.release();
         }
     }
 
     fn fail(&mut self, reason: String) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         tracing::warn!(endpoint = %self.endpoint, %reason, "upstream stream ended early");
         self.done = true;
+        // The connection is mid-answer: it cannot carry another request, so it closes now.
+        self.lease = None;
         self.account.finish();
         if self.sse {
             Poll::Ready(Some(Ok(Frame::data(error_event(&reason)))))
@@ -90,12 +114,18 @@ impl Body for ProxyBody {
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(None) => {
                 this.done = true;
+                this.release();
                 this.account.finish();
                 Poll::Ready(None)
             }
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {
                     this.account.on_data(data);
+                }
+                // hyper stops polling a body that says it has ended, so the last frame is
+                // where the connection goes back.
+                if this.inner.is_end_stream() {
+                    this.release();
                 }
                 Poll::Ready(Some(Ok(frame)))
             }
