@@ -3,20 +3,22 @@
 //! `infergate bench --picker --endpoints 100,5000` does.
 //!
 //! ```text
-//! cargo run --release -p infergate-picker --example decision_speed [-- --json] [--endpoints 100,5000] [--requests N]
+//! cargo run --release -p infergate-picker --example decision_speed [-- --json] [--endpoints 100,5000] [--requests N] [--rounds R]
 //! ```
 //!
-//! Prints one line per fleet size; with `--json`, `{"endpoints": N, "p50_us": …, "p99_us": …}`.
+//! Prints one line per fleet size, the median of `R` rounds of `N` requests (3 × 20,000 by default);
+//! with `--json`, `{"endpoints": N, "p50_us": …, "p99_us": …, "rounds": R, "requests_per_round": N}`.
 
 use std::process::ExitCode;
 use std::time::Instant;
 
-use infergate_picker::speed::{measure_decisions, DEFAULT_REQUESTS};
+use infergate_picker::speed::{measure_rounds, DEFAULT_REQUESTS, DEFAULT_ROUNDS};
 
 fn main() -> ExitCode {
     let mut json = false;
     let mut sizes = vec![100usize, 5_000];
     let mut requests = DEFAULT_REQUESTS;
+    let mut rounds = DEFAULT_ROUNDS;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let parsed = match arg.as_str() {
@@ -38,6 +40,11 @@ fn main() -> ExitCode {
                 .ok_or("--requests needs a number".to_owned())
                 .and_then(|v| v.parse().map_err(|e| format!("{v:?}: {e}")))
                 .map(|n| requests = n),
+            "--rounds" => args
+                .next()
+                .ok_or("--rounds needs a number".to_owned())
+                .and_then(|v| v.parse().map_err(|e| format!("{v:?}: {e}")))
+                .map(|n| rounds = n),
             other => Err(format!("unknown argument {other:?}")),
         };
         if let Err(e) = parsed {
@@ -48,7 +55,7 @@ fn main() -> ExitCode {
     let start = Instant::now();
     let mut clock = || start.elapsed();
     for (i, &n) in sizes.iter().enumerate() {
-        match measure_decisions(n, requests, 42 + i as u64, &mut clock) {
+        match measure_rounds(n, requests, rounds, 42 + i as u64, &mut clock) {
             Ok(t) if json => println!("{}", t.to_json()),
             Ok(t) => println!("{t}"),
             Err(e) => {

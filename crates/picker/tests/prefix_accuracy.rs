@@ -280,6 +280,7 @@ impl Fleet {
                     output_tokens: OUTPUT_TOKENS,
                     finish: FinishReason::Length,
                     adapter: None,
+                    priority: 0,
                 },
             )
             .unwrap();
