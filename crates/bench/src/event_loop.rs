@@ -190,7 +190,8 @@ impl Sim<'_> {
             });
         }
         if let Some(g) = self.gate.as_mut() {
-            g.on_scrape(e, &metrics, now);
+            let prefill = self.replicas[e].engine.pending_prefill_tokens();
+            g.on_scrape(e, &metrics, prefill, now);
         }
         let _ = self.pool.update_metrics(EndpointId(e as u64), metrics);
         // The first scrape lands at zero, the rest at phase + k × interval.

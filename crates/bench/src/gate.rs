@@ -1,9 +1,10 @@
 //! Flow control in virtual time: the real `flow` controller between arrivals and the picker,
 //! fed the same scrapes the picker sees.
 
+use crate::tuning::Tuning;
 use infergate_config::gateway::{Band, ResolvedFlowControl};
 use infergate_flow::{
-    Admission, Detector, EndpointLoad, FlowConfig, FlowController, FlowRequest, Outcome,
+    band_index, Admission, Detector, EndpointLoad, FlowConfig, FlowController, FlowRequest, Outcome,
 };
 use infergate_picker::ScrapedMetrics;
 use std::time::Duration;
@@ -23,36 +24,64 @@ pub enum Gate {
 }
 
 /// The flow controller of one pool with its saturation detector, under the gateway's default
-/// `spec.flowControl` (enabled).
+/// `spec.flowControl` (enabled), changed as a run's [`Tuning`] says.
 #[derive(Debug)]
 pub struct FlowGate {
     flow: FlowController,
     detector: Detector,
     /// Each replica's last scrape as the detector reads it (`age` zero) and when it landed.
     last: Vec<Option<(EndpointLoad, Duration)>>,
+    /// The detector's queue-depth threshold (waiting requests at saturation 1).
+    queue_depth: f64,
+    /// Pending prefill tokens read as a full queue, if counted.
+    prefill_threshold: Option<u64>,
 }
 
 impl FlowGate {
     /// A gate for a pool of `replicas`, with the defaults a config that says nothing resolves to,
     /// flow control switched on.
     pub fn new(replicas: usize) -> Self {
+        Self::tuned(replicas, &Tuning::default())
+    }
+
+    /// [`Self::new`] with the detector's extra signals and the Standard queue TTL `tuning`
+    /// sets.
+    pub fn tuned(replicas: usize, tuning: &Tuning) -> Self {
         let resolved = ResolvedFlowControl::default();
         let mut config = FlowConfig::from_resolved(&resolved);
         config.enabled = true;
+        if let Some(ttl) = tuning.standard_queue_ttl {
+            config.bands[band_index(Band::Standard)].queue_ttl = ttl;
+        }
         Self {
             flow: FlowController::new(config),
-            detector: Detector::from_resolved(&resolved.saturation),
+            detector: Detector::from_resolved(&resolved.saturation)
+                .with_running_threshold(tuning.running_threshold.map(f64::from)),
             last: vec![None; replicas],
+            queue_depth: f64::from(resolved.saturation.queue_depth_threshold.value),
+            prefill_threshold: tuning.prefill_tokens_threshold.map(|t| t.max(1)),
         }
     }
 
-    /// A replica was scraped: the pool's state as the detector reads every replica's last
-    /// scrape.
-    pub fn on_scrape(&mut self, replica: usize, metrics: &ScrapedMetrics, now: Duration) {
+    /// A replica was scraped, with `pending_prefill` prompt tokens still to compute: the pool's
+    /// state as the detector reads every replica's last scrape.
+    pub fn on_scrape(
+        &mut self,
+        replica: usize,
+        metrics: &ScrapedMetrics,
+        pending_prefill: u64,
+        now: Duration,
+    ) {
+        // A prefill backlog at its threshold reads as a full queue, so an endpoint's score is
+        // the worst of its queue, its KV use and its backlog, for every band.
+        let backlog = self.prefill_threshold.map_or(0.0, |t| {
+            pending_prefill as f64 / t as f64 * self.queue_depth
+        });
         if let Some(slot) = self.last.get_mut(replica) {
             let load = EndpointLoad {
-                waiting: metrics.waiting.map(|w| w as f64),
+                waiting: metrics.waiting.map(|w| (w as f64).max(backlog)),
                 kv_usage: metrics.kv_usage,
+                running: metrics.running.map(|r| r as f64),
                 age: Duration::ZERO,
             };
             *slot = Some((load, metrics.scraped_at));

@@ -14,4 +14,5 @@ pub mod scenario;
 pub mod suite;
 pub mod trace;
 pub mod tune;
+pub mod tuning;
 pub mod workload;

@@ -9,6 +9,7 @@
 use crate::event_loop::{Ev, Sim};
 use crate::gate::FlowGate;
 use crate::scenario::{ReplicaKind, Scenario};
+pub use crate::tuning::Tuning;
 use crate::workload::BenchRequest;
 use infergate_config::gateway::Band;
 use infergate_engine::rng::Rng;
@@ -36,6 +37,9 @@ pub enum BenchError {
     /// The trace could not be read.
     #[error("trace: {0}")]
     Trace(#[from] crate::trace::TraceError),
+    /// A tuned engine setting is one the engine refuses.
+    #[error("engine: {0}")]
+    Engine(#[from] infergate_engine::ConfigError),
 }
 
 /// Knobs of one run.
@@ -115,8 +119,17 @@ fn engine_for(
     kind: &ReplicaKind,
     seed: u64,
     requests: &[BenchRequest],
+    tuning: &Tuning,
 ) -> Result<Engine, BenchError> {
     let mut config = EngineConfig::new(Profile::lookup(kind.model, kind.gpu, kind.tp)?);
+    if let Some(budget) = tuning.max_num_batched_tokens {
+        config.max_num_batched_tokens = budget;
+    }
+    if let Some(seqs) = tuning.max_num_seqs {
+        config.max_num_seqs = seqs;
+    }
+    // The profile's defaults are valid; a tuned limit may not be (a budget below the batch cap).
+    config.validate()?;
     config.seed = seed;
     config.max_loras = kind.max_loras;
     config.max_cpu_loras = kind.max_cpu_loras.max(kind.max_loras);
@@ -140,7 +153,7 @@ pub fn replica_capacity(
     requests: &[BenchRequest],
     seed: u64,
 ) -> Result<f64, BenchError> {
-    let mut engine = engine_for(kind, seed, requests)?;
+    let mut engine = engine_for(kind, seed, requests, &Tuning::default())?;
     let cap = engine.config().max_num_seqs as usize;
     let max_len = engine.config().max_model_len;
     let arrivals = requests
@@ -221,6 +234,17 @@ pub fn run_with(
     requests: &[BenchRequest],
     options: &RunOptions,
 ) -> Result<RunOutcome, BenchError> {
+    run_tuned(scenario, policy, requests, options, &Tuning::default())
+}
+
+/// [`run_with`] with the fleet and the gate changed as `tuning` says.
+pub fn run_tuned(
+    scenario: &Scenario,
+    policy: Option<Policy>,
+    requests: &[BenchRequest],
+    options: &RunOptions,
+    tuning: &Tuning,
+) -> Result<RunOutcome, BenchError> {
     let mut replicas = Vec::new();
     let mut rng = Rng::new(options.seed ^ 0x5C4A_9E00);
     for (i, kind) in scenario.replicas().enumerate() {
@@ -228,6 +252,7 @@ pub fn run_with(
             &kind,
             options.seed.wrapping_mul(1_000).wrapping_add(i as u64),
             requests,
+            tuning,
         )?;
         let step_model =
             StepTimeModel::calibrated(&engine.config().profile, &engine.config().calibration);
@@ -258,7 +283,9 @@ pub fn run_with(
     let drain_until = last_arrival + options.duration.max(Duration::from_secs(600)) * 3;
     let mut sim = Sim {
         requests,
-        gate: scenario.bands.map(|_| FlowGate::new(replicas.len())),
+        gate: scenario
+            .bands
+            .map(|_| FlowGate::tuned(replicas.len(), tuning)),
         gate_wake: None,
         replicas,
         pool,

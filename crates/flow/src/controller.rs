@@ -15,7 +15,8 @@
 //! - strict priority: a request is dispatched only while no request of a higher band waits, and
 //!   never ahead of a queued request of its own band;
 //! - a band dispatches only while the pool, credited with the requests dispatched and completed
-//!   since the last observation, is below the band's [`ceiling`] — or while nothing current is
+//!   since the last observation, is below the band's [`ceiling`](crate::ceiling) (read against
+//!   [`PoolState::band_headroom`]) — or while nothing current is
 //!   known about the pool (no observation, one older than `state_max_age`, or no fresh
 //!   endpoint), when flow control fails open;
 //! - queued requests and bytes never exceed their band's caps nor the global caps;
@@ -34,7 +35,7 @@ use crate::config::{band_index, FlowConfig};
 use crate::decision::{Admission, Decision, DropReason, Outcome, Rejection, RequestId};
 use crate::drain::DrainRate;
 use crate::fair::FairQueue;
-use crate::saturation::{ceiling, PoolState};
+use crate::saturation::PoolState;
 
 /// A request asking to be admitted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -348,7 +349,7 @@ impl FlowController {
         }
         match self.current(now) {
             None => true,
-            Some(state) => state.headroom(ceiling(band)) > self.credit as f64,
+            Some(state) => state.band_headroom(band) > self.credit as f64,
         }
     }
 

@@ -24,7 +24,12 @@
 //! let detector = Detector::from_resolved(&resolved.flow_control.saturation);
 //! let t = Duration::from_secs(1);
 //! // One endpoint with 5 waiting requests: saturation 1, the Standard ceiling.
-//! let busy = EndpointLoad { waiting: Some(5.0), kv_usage: Some(0.1), age: Duration::ZERO };
+//! let busy = EndpointLoad {
+//!     waiting: Some(5.0),
+//!     kv_usage: Some(0.1),
+//!     running: None,
+//!     age: Duration::ZERO,
+//! };
 //! flow.observe(detector.observe([busy]), t);
 //! let req = |id, band| FlowRequest { id, band, tenant: Some("team-a".into()), bytes: 100 };
 //! assert!(matches!(flow.enqueue(req(1, Band::Standard), t), Ok(Admission::Queued { .. })));

@@ -7,6 +7,14 @@
 //! neither signal, are left out; with none left the detector knows nothing ([`PoolState::is_known`]
 //! is false) and flow control fails open, as the picker does when every pod is stale.
 //!
+//! A detector may also count each endpoint's running requests (its batch) against a threshold
+//! ([`Detector::with_running_threshold`]); that signal holds only the bands below Critical
+//! ([`PoolState::lower_saturation`]). Under overload a model server's batch fills to its limits
+//! and every step it runs grows long; Critical requests wait out those steps whatever their
+//! place in the queue. Keeping the batch short by holding Standard and Sheddable traffic in the
+//! gateway shortens the steps Critical requests land in, while Critical itself is still let in up
+//! to its own ceiling. Off by default: it trades throughput for Critical latency.
+//!
 //! The detector runs when metrics land (the control plane), never per request: a request reads
 //! one small [`PoolState`] whatever the fleet's size.
 
@@ -40,6 +48,9 @@ pub struct EndpointLoad {
     pub waiting: Option<f64>,
     /// KV-cache use in `0..=1`.
     pub kv_usage: Option<f64>,
+    /// Requests running in the model server (its batch); read only by a detector with a
+    /// running-requests threshold.
+    pub running: Option<f64>,
     /// Age of the metrics.
     pub age: Duration,
 }
@@ -50,6 +61,8 @@ pub struct Detector {
     queue_depth: f64,
     kv_cache: f64,
     staleness: Duration,
+    /// Running requests at saturation 1 for the bands below Critical, if counted.
+    running: Option<f64>,
 }
 
 impl Detector {
@@ -61,7 +74,16 @@ impl Detector {
             queue_depth: queue_depth.max(f64::MIN_POSITIVE),
             kv_cache: kv_cache.max(f64::MIN_POSITIVE),
             staleness,
+            running: None,
         }
+    }
+
+    /// The same detector, also counting each endpoint's running requests against `threshold`
+    /// for the bands below Critical (`None`: not counted). A non-positive threshold is raised to
+    /// the smallest positive value, as the others are.
+    pub fn with_running_threshold(mut self, threshold: Option<f64>) -> Self {
+        self.running = threshold.map(|t| t.max(f64::MIN_POSITIVE));
+        self
     }
 
     /// The detector `spec.flowControl.saturation` describes.
@@ -71,6 +93,7 @@ impl Detector {
             s.kv_cache_threshold.value,
             s.metrics_staleness_threshold.value,
         )
+        .with_running_threshold(s.running_requests_threshold.map(f64::from))
     }
 
     /// Metrics older than this are left out.
@@ -94,9 +117,22 @@ impl Detector {
             .reduce(f64::max)
     }
 
+    /// An endpoint's saturation as the bands below Critical read it: its [`Self::score`], or the
+    /// worse of that and its running requests over the running threshold. `None` exactly when
+    /// the score is, so both means run over the same endpoints.
+    pub fn lower_score(&self, e: &EndpointLoad) -> Option<f64> {
+        let score = self.score(e)?;
+        let batch = self
+            .running
+            .zip(e.running)
+            .map(|(t, r)| r / t)
+            .filter(|b| b.is_finite());
+        Some(batch.map_or(score, |b| b.max(score)))
+    }
+
     /// The pool's state from every endpoint's load.
     pub fn observe(&self, endpoints: impl IntoIterator<Item = EndpointLoad>) -> PoolState {
-        let (mut fresh, mut saturated, mut sum) = (0usize, 0usize, 0.0);
+        let (mut fresh, mut saturated, mut sum, mut lower_sum) = (0usize, 0usize, 0.0, 0.0);
         let (mut min_q, mut max_q, mut waiting) = (f64::INFINITY, 0.0f64, 0.0);
         for e in endpoints {
             let Some(score) = self.score(&e) else {
@@ -104,6 +140,7 @@ impl Detector {
             };
             fresh += 1;
             sum += score;
+            lower_sum += self.lower_score(&e).unwrap_or(score);
             if score >= 1.0 {
                 saturated += 1;
             }
@@ -117,6 +154,11 @@ impl Detector {
             fresh,
             saturated,
             saturation: if fresh > 0 { sum / fresh as f64 } else { 0.0 },
+            lower_saturation: if fresh > 0 {
+                lower_sum / fresh as f64
+            } else {
+                0.0
+            },
             waiting,
             queue_spread: if min_q.is_finite() {
                 max_q - min_q
@@ -135,8 +177,13 @@ pub struct PoolState {
     pub fresh: usize,
     /// Fresh endpoints at or over saturation 1.
     pub saturated: usize,
-    /// Mean saturation over fresh endpoints (0 when there is none).
+    /// Mean saturation over fresh endpoints (0 when there is none): what Critical is held
+    /// against.
     pub saturation: f64,
+    /// Mean of [`Detector::lower_score`] over the same endpoints: what Standard and Sheddable are
+    /// held against. Invariant: never below `saturation`, and equal to it when the detector
+    /// counts no running requests.
+    pub lower_saturation: f64,
     /// Requests waiting over fresh endpoints.
     pub waiting: f64,
     /// Largest minus smallest waiting queue over fresh endpoints.
@@ -152,6 +199,7 @@ impl PoolState {
             fresh: 0,
             saturated: 0,
             saturation: 0.0,
+            lower_saturation: 0.0,
             waiting: 0.0,
             queue_spread: 0.0,
             queue_depth: 1.0,
@@ -169,6 +217,18 @@ impl PoolState {
     pub fn headroom(&self, ceiling: f64) -> f64 {
         self.fresh as f64 * self.queue_depth * (ceiling - self.saturation)
     }
+
+    /// [`Self::headroom`] for `band` under its [`ceiling`], measured from the saturation that
+    /// band is held against: `saturation` for Critical, `lower_saturation` below it. Each request
+    /// still counts as one more waiting request, so between observations the running signal is
+    /// credited at the queue's rate, not its own.
+    pub fn band_headroom(&self, band: Band) -> f64 {
+        let saturation = match band {
+            Band::Critical => self.saturation,
+            Band::Standard | Band::Sheddable => self.lower_saturation,
+        };
+        self.fresh as f64 * self.queue_depth * (ceiling(band) - saturation)
+    }
 }
 
 #[cfg(test)]
@@ -181,6 +241,7 @@ mod tests {
         EndpointLoad {
             waiting: Some(waiting),
             kv_usage: Some(kv),
+            running: None,
             age: 10 * MS,
         }
     }
@@ -197,6 +258,7 @@ mod tests {
         let kv_only = EndpointLoad {
             waiting: None,
             kv_usage: Some(0.4),
+            running: None,
             age: MS,
         };
         assert_eq!(d.score(&kv_only), Some(0.5));
@@ -222,7 +284,60 @@ mod tests {
         // Two endpoints × 5 requests × (1 − 1.25) over the Standard ceiling.
         assert!((s.headroom(ceiling(Band::Standard)) + 2.5).abs() < 1e-9);
         assert!((s.headroom(ceiling(Band::Critical)) - 7.5).abs() < 1e-9);
+        assert_eq!(s.lower_saturation, s.saturation);
         assert!(!d.observe([stale]).is_known());
+    }
+
+    #[test]
+    fn running_requests_hold_only_the_bands_below_critical() {
+        let d = detector().with_running_threshold(Some(100.0));
+        let batch = |running: f64| EndpointLoad {
+            running: Some(running),
+            ..load(1.0, 0.4)
+        };
+        // Queue 0.2 and KV 0.5: the first endpoint's batch (1.5) is worse, the second's (0.3)
+        // is not.
+        assert_eq!(d.score(&batch(150.0)), Some(0.5));
+        assert_eq!(d.lower_score(&batch(150.0)), Some(1.5));
+        assert_eq!(d.lower_score(&batch(30.0)), Some(0.5));
+        let s = d.observe([batch(150.0), batch(30.0)]);
+        assert!((s.saturation - 0.5).abs() < 1e-12);
+        assert!((s.lower_saturation - 1.0).abs() < 1e-12);
+        assert_eq!(s.saturated, 0);
+        // Standard and Sheddable are at their ceiling; Critical keeps its headroom:
+        // 2 endpoints × 5 × (2 − 0.5).
+        assert!(s.band_headroom(Band::Standard).abs() < 1e-9);
+        assert!(s.band_headroom(Band::Sheddable).abs() < 1e-9);
+        assert!((s.band_headroom(Band::Critical) - 15.0).abs() < 1e-9);
+        // Without the threshold the running count is not read at all.
+        let plain = detector().observe([batch(150.0), batch(30.0)]);
+        assert_eq!(plain.lower_saturation, plain.saturation);
+        assert!((plain.band_headroom(Band::Standard) - 5.0).abs() < 1e-9);
+        // A stale endpoint is left out of both means.
+        let stale = EndpointLoad {
+            age: Duration::from_secs(1),
+            ..batch(1_000.0)
+        };
+        assert!((d.observe([batch(30.0), stale]).lower_saturation - 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_running_threshold_comes_from_the_config_and_is_off_by_default() {
+        use infergate_config::gateway::Setting;
+        let batch = EndpointLoad {
+            running: Some(150.0),
+            ..load(1.0, 0.4)
+        };
+        let resolved = |running| ResolvedSaturation {
+            queue_depth_threshold: Setting::set(5),
+            kv_cache_threshold: Setting::set(0.8),
+            metrics_staleness_threshold: Setting::set(200 * MS),
+            running_requests_threshold: running,
+        };
+        let on = Detector::from_resolved(&resolved(Some(100)));
+        assert_eq!(on.lower_score(&batch), Some(1.5));
+        let off = Detector::from_resolved(&resolved(None));
+        assert_eq!(off.lower_score(&batch), Some(0.5));
     }
 
     #[test]

@@ -332,3 +332,48 @@ fn retry_after_is_the_backlog_over_the_drain_rate() {
     };
     assert_eq!(r.retry_after, Some(Duration::from_secs(2)));
 }
+
+#[test]
+fn a_full_batch_holds_standard_and_sheds_sheddable_while_critical_goes() {
+    use infergate_flow::{Detector, EndpointLoad};
+    // Short queues and little KV, but 150 requests running against a threshold of 100.
+    let detector =
+        Detector::new(5.0, 0.8, Duration::from_millis(200)).with_running_threshold(Some(100.0));
+    let busy = EndpointLoad {
+        waiting: Some(1.0),
+        kv_usage: Some(0.4),
+        running: Some(150.0),
+        age: ms(10),
+    };
+    let mut f = FlowController::new(roomy());
+    f.observe(detector.observe([busy]), ms(0));
+    assert!(is_queued(
+        f.enqueue(req(1, Standard, "t", 10), ms(0)).unwrap()
+    ));
+    assert!(matches!(
+        f.enqueue(req(2, Sheddable, "t", 10), ms(0)),
+        Ok(Admission::Rejected(Rejection {
+            reason: DropReason::Saturated,
+            ..
+        }))
+    ));
+    // Critical reads only queue and KV (saturation 0.5): 5 × (2 − 0.5) = 7.5 requests go.
+    for id in 10..18 {
+        assert_eq!(
+            f.enqueue(req(id, Critical, "t", 10), ms(0)),
+            Ok(Admission::DispatchNow),
+            "Critical request {id}"
+        );
+    }
+    assert!(is_queued(
+        f.enqueue(req(18, Critical, "t", 10), ms(0)).unwrap()
+    ));
+    // The batch drains below the threshold: Standard goes once Critical's queue is empty.
+    let drained = EndpointLoad {
+        running: Some(40.0),
+        waiting: Some(0.0),
+        ..busy
+    };
+    f.observe(detector.observe([drained]), ms(50));
+    assert_eq!(dispatched(&f.poll(ms(50))), vec![18, 1]);
+}

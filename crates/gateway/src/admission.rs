@@ -213,6 +213,7 @@ impl Admission {
             Some(EndpointLoad {
                 waiting: m.waiting.map(|w| w.saturating_add(added) as f64),
                 kv_usage: m.kv_usage,
+                running: m.running.map(|r| r as f64),
                 age: m.age(now),
             })
         });

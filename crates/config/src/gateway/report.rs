@@ -425,10 +425,13 @@ fn fmt_flow(f: &mut Formatter<'_>, fc: &ResolvedFlowControl) -> fmt::Result {
         f,
         "saturation",
         format!(
-            "queueDepthThreshold {}, kvCacheThreshold {}, metricsStalenessThreshold {}",
+            "queueDepthThreshold {}, kvCacheThreshold {}, metricsStalenessThreshold {}, \
+             runningRequestsThreshold {}",
             s.queue_depth_threshold,
             s.kv_cache_threshold,
-            dur(s.metrics_staleness_threshold)
+            dur(s.metrics_staleness_threshold),
+            s.running_requests_threshold
+                .map_or_else(|| "off (default)".to_owned(), |t| t.to_string())
         ),
     )
 }

@@ -181,6 +181,9 @@ pub struct Saturation {
     /// Metrics older than this are stale.
     #[serde(default)]
     pub metrics_staleness_threshold: Option<GatewayDuration>,
+    /// Running requests at saturation for the bands below Critical (default: not counted).
+    #[serde(default)]
+    pub running_requests_threshold: Option<u32>,
 }
 
 /// `spec.rateLimits`: per-tenant limits.

@@ -43,6 +43,7 @@ pub fn pool_at(saturation: f64) -> PoolState {
         fresh: 1,
         saturated: usize::from(saturation >= 1.0),
         saturation,
+        lower_saturation: saturation,
         waiting: 5.0 * saturation,
         queue_spread: 0.0,
         queue_depth: 5.0,

@@ -100,6 +100,8 @@ pub struct ResolvedSaturation {
     pub kv_cache_threshold: Setting<f64>,
     /// Metrics older than this are stale.
     pub metrics_staleness_threshold: Setting<Duration>,
+    /// Running requests at saturation for the bands below Critical; `None`: not counted.
+    pub running_requests_threshold: Option<u32>,
 }
 
 impl Default for ResolvedFlowControl {
@@ -153,6 +155,7 @@ impl ResolvedFlowControl {
                     s.metrics_staleness_threshold.map(|t| t.get()),
                     defaults::METRICS_STALENESS,
                 ),
+                running_requests_threshold: s.running_requests_threshold,
             },
         }
     }

@@ -253,7 +253,10 @@ fn forward_priority_is_off_unless_a_pool_turns_it_on_and_check_says_so() {
     assert_eq!(gw.pools[0].forward_priority, Setting::default_value(false));
     assert_eq!(gw.pools[1].forward_priority, Setting::set(true));
     let report = gw.to_string();
-    assert!(report.contains("forwardPriority   off (default)"), "{report}");
+    assert!(
+        report.contains("forwardPriority   off (default)"),
+        "{report}"
+    );
     assert!(
         report.contains("forwardPriority   on: body `priority` Critical -1, Standard 0"),
         "{report}"
@@ -263,7 +266,10 @@ fn forward_priority_is_off_unless_a_pool_turns_it_on_and_check_says_so() {
         "      targetPort: 9000\n      forwardPriority: true",
     );
     let gw = resolve(&load_from_str(&yaml).unwrap()).unwrap();
-    assert!(gw.pools.iter().any(|p| p.forward_priority == Setting::set(true)));
+    assert!(gw
+        .pools
+        .iter()
+        .any(|p| p.forward_priority == Setting::set(true)));
 }
 
 #[test]

@@ -377,6 +377,18 @@ fn every_rule_names_the_field_it_refuses() {
             }),
         ),
         (
+            "spec.flowControl.saturation.runningRequestsThreshold",
+            Box::new(|c| {
+                c.spec.flow_control = Some(FlowControl {
+                    saturation: Some(Saturation {
+                        running_requests_threshold: Some(0),
+                        ..Saturation::default()
+                    }),
+                    ..FlowControl::default()
+                });
+            }),
+        ),
+        (
             "spec.flowControl.tenantWeights",
             Box::new(|c| {
                 c.spec.flow_control = Some(FlowControl {

@@ -125,6 +125,12 @@ fn check_flow(f: &FlowControl) -> Result {
                 "must be at least 1",
             ));
         }
+        if s.running_requests_threshold == Some(0) {
+            return Err(invalid(
+                at("saturation.runningRequestsThreshold"),
+                "must be at least 1",
+            ));
+        }
         if let Some(kv) = s.kv_cache_threshold {
             if !(kv > 0.0 && kv <= 1.0) {
                 return Err(invalid(

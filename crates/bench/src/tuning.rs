@@ -1,0 +1,25 @@
+//! What a run may change beyond its scenario: the replicas' engine limits and the flow
+//! controller's signals, to measure their effect on the same arrivals.
+
+use std::time::Duration;
+
+/// Settings a run may change beyond its scenario, to measure what they do on the same arrivals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Tuning {
+    /// Every replica's step token budget (vLLM `--max-num-batched-tokens`) instead of its
+    /// profile's default.
+    pub max_num_batched_tokens: Option<u32>,
+    /// Every replica's cap on running requests (vLLM `--max-num-seqs`) instead of its
+    /// profile's default.
+    pub max_num_seqs: Option<u32>,
+    /// The flow controller's saturation detector also reads a replica with this many pending
+    /// prefill tokens (queued and prefilling prompt tokens still to compute, the engine's own
+    /// count as of its last scrape) as a full queue, for every band. vLLM exports no such
+    /// gauge: a gateway would have to estimate it from what it dispatched.
+    pub prefill_tokens_threshold: Option<u64>,
+    /// The detector also counts each replica's running requests against this threshold, for
+    /// the bands below Critical ([`infergate_flow::Detector::with_running_threshold`]).
+    pub running_threshold: Option<u32>,
+    /// How long a Standard request may wait in the gateway's queue instead of the default.
+    pub standard_queue_ttl: Option<Duration>,
+}
