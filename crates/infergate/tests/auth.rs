@@ -8,13 +8,12 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::Stdio;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::jwt::{auth_spec, claims, Key, MIN_GAP};
-use common::{free_port, infergate, instant_replica, wait_for, Running};
+use common::{free_port, instant_replica};
 use serde_json::{json, Value};
 
 /// A JWKS issuer on a loopback port: serves the current document, counts the fetches.
@@ -123,22 +122,11 @@ spec:
     )
     .unwrap();
     let log = dir.join("gateway.log");
-    let (port, admin) = (free_port(), free_port());
-    let gateway = Running(
-        infergate()
-            .args(["serve", "--config"])
-            .arg(&file)
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
-            // Every log line the gateway can write, so that none can hide a token.
-            .env("RUST_LOG", "trace")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap(),
-    );
-    wait_for("readyz (scraped, keys loaded)", || {
-        common::get(admin, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
+    // Every log line the gateway can write, so that none can hide a token. Ready means scraped
+    // and keys loaded.
+    let (gateway, port, admin) = common::serve_ready(&file, |c| {
+        c.env("RUST_LOG", "trace")
+            .stderr(std::fs::File::create(&log).unwrap());
     });
     assert_eq!(issuer.hits(), 1, "one fetch at start-up");
     let mut tokens = Vec::new();

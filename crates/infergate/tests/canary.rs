@@ -15,13 +15,12 @@
 mod common;
 
 use std::collections::HashMap;
-use std::process::Stdio;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{free_port, infergate, instant_replica, split_response, wait_for, Running};
+use common::{free_port, infergate, instant_replica, split_response, wait_for};
 use serde_json::Value;
 
 /// Requests in the measured split, and clients sending them at once.
@@ -163,21 +162,7 @@ fn a_90_10_split_lands_within_2_percent_sessions_stick_and_clients_see_their_mod
     );
     assert!(!report.contains("would refuse"), "{report}");
 
-    let (port, admin) = (free_port(), free_port());
-    let _gateway = Running(
-        infergate()
-            .args(["serve", "--config"])
-            .arg(&file)
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_for("readyz", || {
-        common::get(admin, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
-    });
+    let (_gateway, port, admin) = common::serve_ready(&file, |_| {});
     let mut seen: HashMap<u16, usize> = HashMap::new();
 
     // The split: small non-streaming requests from many clients at once.

@@ -130,21 +130,7 @@ impl SlowPool {
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("gateway.yaml");
         std::fs::write(&file, config(replica, flow)).unwrap();
-        let (port, admin) = (free_port(), free_port());
-        let gateway = Running(
-            infergate()
-                .args(["serve", "--config"])
-                .arg(&file)
-                .args(["--listen", &format!("127.0.0.1:{port}")])
-                .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-        wait_for("readyz", || {
-            common::get(admin, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
-        });
+        let (gateway, port, admin) = common::serve_ready(&file, |_| {});
         SlowPool {
             port,
             admin,

@@ -165,21 +165,7 @@ fn the_official_openai_python_client_drives_the_gateway() {
         });
     }
 
-    let (port, admin) = (free_port(), free_port());
-    let _gateway = Running(
-        infergate()
-            .args(["serve", "--config"])
-            .arg(&config_file)
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_for("the gateway's /readyz", || {
-        get(admin, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
-    });
+    let (_gateway, port, _admin) = common::serve_ready(&config_file, |_| {});
 
     let (status, stdout, stderr) = run_script(&format!("http://127.0.0.1:{port}/v1"));
     assert!(

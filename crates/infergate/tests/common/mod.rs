@@ -148,3 +148,27 @@ pub fn redis_server(port: u16) -> Running {
     });
     running
 }
+
+/// `infergate serve --config file` on two free loopback ports, its stdout and stderr discarded
+/// unless `customize` (which may also add arguments or environment) redirects them. Returns once
+/// `/readyz` answers 200: the process, the listener's port and the admin port.
+pub fn serve_ready(
+    file: &std::path::Path,
+    customize: impl FnOnce(&mut Command),
+) -> (Running, u16, u16) {
+    let (port, admin) = (free_port(), free_port());
+    let mut command = infergate();
+    command
+        .args(["serve", "--config"])
+        .arg(file)
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    customize(&mut command);
+    let gateway = Running(command.spawn().unwrap());
+    wait_for("the gateway's /readyz", || {
+        get(admin, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
+    });
+    (gateway, port, admin)
+}
