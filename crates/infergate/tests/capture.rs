@@ -7,10 +7,10 @@
 
 mod common;
 
-use common::{free_port, http_with, infergate, instant_replica_with, wait_for, Running};
+use common::{free_port, http_with, instant_replica_with};
 use infergate_bench::trace::{read_capture_jsonl, TraceFormat};
 use infergate_config::gateway::Band;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const ADAPTER: &str = "sql-lora";
@@ -63,34 +63,11 @@ fn serve_captures_every_completed_request_and_flushes_on_sigterm() {
     std::fs::create_dir_all(&dir).unwrap();
     let (file, capture) = (dir.join("gateway.yaml"), dir.join("capture.jsonl"));
     std::fs::write(&file, config(replica)).unwrap();
-    let (port, admin) = (free_port(), free_port());
     // Killed if the test fails before SIGTERM does it.
-    let mut child = Running(
-        infergate()
-            .args(["serve", "--config"])
-            .arg(&file)
-            .arg("--capture")
-            .arg(&capture)
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let gateway = format!("127.0.0.1:{port}");
-    let admin_addr = format!("127.0.0.1:{admin}");
-    wait_for("readyz", || {
-        http_with(
-            &admin_addr,
-            "GET",
-            "/readyz",
-            &[],
-            "",
-            Duration::from_secs(5),
-        )
-        .is_some_and(|r| r.starts_with("HTTP/1.1 200"))
+    let (mut child, port, _admin) = common::serve_ready(&file, |c| {
+        c.arg("--capture").arg(&capture);
     });
+    let gateway = format!("127.0.0.1:{port}");
 
     // Four 64-character blocks of system prompt, then each request's own question.
     let system = "You are a careful SQL assistant. Answer with one query only. ".repeat(5);

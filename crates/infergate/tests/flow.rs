@@ -95,14 +95,6 @@ spec:
     )
 }
 
-fn metric(admin: u16, series: &str) -> f64 {
-    let text = common::get(admin, "/metrics").unwrap_or_default();
-    text.lines()
-        .filter(|l| l.starts_with(series))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
 /// A simulated 8B replica on an L4 that runs two sequences at a time, with `infergate serve` in
 /// front of it; both processes die with the value.
 struct SlowPool {
@@ -167,7 +159,7 @@ fn under_overload_critical_succeeds_sheddable_is_shed_and_standard_expires() {
         })
         .collect();
     wait_for("the pool to saturate", || {
-        metric(admin, "infergate_pool_saturation{pool=\"llama\"}") >= 1.0
+        common::metric(admin, "infergate_pool_saturation{pool=\"llama\"}") >= 1.0
     });
 
     // Sheddable traffic is shed at once.
@@ -215,7 +207,7 @@ fn under_overload_critical_succeeds_sheddable_is_shed_and_standard_expires() {
     }
 
     let rejected = |band: &str, reason: &str| {
-        metric(
+        common::metric(
             admin,
             &format!(
                 "infergate_flow_rejections_total{{pool=\"llama\",band=\"{band}\",reason=\"{reason}\"}}"

@@ -16,14 +16,11 @@ mod common;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{
-    free_port, infergate, instant_replica, redis_server, split_response, wait_for, Running,
-};
+use common::{free_port, instant_replica, redis_server, split_response, wait_for, Running};
 
 /// One command to Redis; the raw reply.
 fn redis(port: u16, args: &[&str]) -> String {
@@ -74,26 +71,15 @@ spec:
     )
     .unwrap();
     let log = dir.join(format!("{name}.log"));
-    let (port, admin) = (free_port(), free_port());
-    let child = infergate()
-        .args(["serve", "--config"])
-        .arg(&file)
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let g = Gateway {
-        _child: Running(child),
+    let (child, port, admin) = common::serve_ready(&file, |c| {
+        c.stderr(std::fs::File::create(&log).unwrap());
+    });
+    Gateway {
+        _child: child,
         port,
         admin,
         log,
-    };
-    wait_for("readyz", || {
-        common::get(admin, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
-    });
-    g
+    }
 }
 
 impl Gateway {
@@ -102,11 +88,7 @@ impl Gateway {
     }
 
     fn metric(&self, series: &str) -> f64 {
-        let text = common::get(self.admin, "/metrics").unwrap_or_default();
-        text.lines()
-            .filter(|l| l.starts_with(series))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
+        common::metric(self.admin, series)
     }
 }
 

@@ -172,3 +172,13 @@ pub fn serve_ready(
     });
     (gateway, port, admin)
 }
+
+/// The sum of every sample on the admin port's `/metrics` whose line starts with `series` (a
+/// name, or a name with some of its labels); 0 when none does.
+pub fn metric(admin: u16, series: &str) -> f64 {
+    let text = get(admin, "/metrics").unwrap_or_default();
+    text.lines()
+        .filter(|l| l.starts_with(series))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
