@@ -47,7 +47,8 @@ impl FlowGate {
     /// [`Self::new`] with the detector's extra signals and the Standard queue TTL `tuning`
     /// sets.
     pub fn tuned(replicas: usize, tuning: &Tuning) -> Self {
-        let resolved = ResolvedFlowControl::default();
+        let mut resolved = ResolvedFlowControl::default();
+        resolved.saturation.running_requests_threshold = tuning.running_threshold;
         let mut config = FlowConfig::from_resolved(&resolved);
         config.enabled = true;
         if let Some(ttl) = tuning.standard_queue_ttl {
@@ -55,8 +56,7 @@ impl FlowGate {
         }
         Self {
             flow: FlowController::new(config),
-            detector: Detector::from_resolved(&resolved.saturation)
-                .with_running_threshold(tuning.running_threshold.map(f64::from)),
+            detector: Detector::from_resolved(&resolved.saturation),
             last: vec![None; replicas],
             queue_depth: f64::from(resolved.saturation.queue_depth_threshold.value),
             prefill_threshold: tuning.prefill_tokens_threshold.map(|t| t.max(1)),

@@ -18,7 +18,7 @@ pub struct Tuning {
     /// gauge: a gateway would have to estimate it from what it dispatched.
     pub prefill_tokens_threshold: Option<u64>,
     /// The detector also counts each replica's running requests against this threshold, for
-    /// the bands below Critical ([`infergate_flow::Detector::with_running_threshold`]).
+    /// the bands below Critical (the config's `saturation.runningRequestsThreshold`).
     pub running_threshold: Option<u32>,
     /// How long a Standard request may wait in the gateway's queue instead of the default.
     pub standard_queue_ttl: Option<Duration>,
