@@ -22,6 +22,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::mem::size_of;
 
+use super::hint::{DropHints, DEPTHS};
 use super::lru::EndpointLru;
 
 /// A holder of a hash: which endpoint slot, and where the hash sits in that slot's LRU.
@@ -144,6 +145,7 @@ pub const BYTES_PER_ENTRY: usize =
 pub struct PrefixIndex {
     holders: HashMap<u64, Holders, MixState>,
     lrus: Vec<Option<EndpointLru>>,
+    hints: DropHints,
 }
 
 impl PrefixIndex {
@@ -200,16 +202,64 @@ impl PrefixIndex {
     /// bisection. Cost: O(drops × log blocks) map lookups — about ten for a request that shares a
     /// system prompt and then goes its own way, instead of one per block of the shared run, each
     /// a likely cache miss in a large index — plus a merge of the two holder lists at each drop.
-    pub fn match_into(&self, hashes: &[u64], out: &mut Vec<(u32, u32)>) {
+    ///
+    /// The bisection starts from the depths where the last match of a prompt with the same first
+    /// block ended ([`DropHints`]): where they still hold, the first round of lookups finds every
+    /// drop and nothing is left to bisect. The hints only choose where to look; the result does
+    /// not depend on them.
+    pub fn match_into(&mut self, hashes: &[u64], out: &mut Vec<(u32, u32)>) {
         out.clear();
-        let Some(first) = hashes.first().map(|h| self.holders_of(*h)) else {
+        let Some(&first_hash) = hashes.first() else {
             return;
         };
+        let mut hinted = [0u16; DEPTHS];
+        for (h, &d) in hinted.iter_mut().zip(self.hints.get(first_hash)) {
+            *h = d;
+        }
+        let this = &*self;
+        let first = this.holders_of(first_hash);
         if first.is_empty() {
             return;
         }
+        // A drop at match length `m` lies between indices `m − 1` (held) and `m` (not held):
+        // both become split points, so a drop that has not moved is a leaf of the first round.
+        let mut points = [0usize; 2 * DEPTHS];
+        let mut n = 0;
+        for m in hinted.iter().map(|&d| usize::from(d)).filter(|&d| d > 0) {
+            for p in [m - 1, m] {
+                if p > 0 && p < hashes.len() {
+                    if let Some(slot) = points.get_mut(n) {
+                        *slot = p;
+                        n += 1;
+                    }
+                }
+            }
+        }
+        let points = points.get_mut(..n).unwrap_or_default();
+        points.sort_unstable();
+        // The lookups of all points first, so their cache misses overlap.
+        let mut at: [(usize, &[Holder]); 2 * DEPTHS] = [(0, &[]); 2 * DEPTHS];
+        let mut parts = 0;
+        let mut last = 0;
+        for &p in points.iter() {
+            if p == last {
+                continue;
+            }
+            last = p;
+            if let (Some(a), Some(h)) = (at.get_mut(parts), hashes.get(p)) {
+                *a = (p, this.holders_of(*h));
+                parts += 1;
+            }
+        }
+        let mut prev = (0, first);
+        for &next in at.iter().take(parts) {
+            this.drops(hashes, prev.0, prev.1, next.0, next.1, out);
+            prev = next;
+        }
         // Depth `hashes.len()` is past the end: nobody holds it.
-        self.drops(hashes, 0, first, hashes.len(), &[], out);
+        this.drops(hashes, prev.0, prev.1, hashes.len(), &[], out);
+        self.hints
+            .remember(first_hash, out.iter().map(|&(_, matched)| matched));
     }
 
     /// The holders of `hash`, sorted by slot (empty when nobody holds it).
@@ -467,6 +517,41 @@ mod tests {
                 }
             }
             prop_assert_eq!(sorted(out), expected);
+        }
+
+        /// Matches interleaved with learning and eviction, so most matches start from hints
+        /// left by an earlier match of the same trunk that the learning since has made stale.
+        #[test]
+        fn match_is_exact_whatever_the_hints_left_by_earlier_matches(
+            ops in prop::collection::vec(
+                (any::<bool>(), 0u32..8, 0usize..2, 0usize..48, prop::collection::vec(3u8..6, 0..4), 4usize..120),
+                1..120,
+            ),
+        ) {
+            let request = |trunk: usize, len: usize, tail: &[u8]| -> Vec<u64> {
+                let mut branch: Vec<u8> = (0..len).map(|i| ((i * 5 + trunk) % 3) as u8).collect();
+                branch.insert(0, 20 + trunk as u8);
+                branch.extend_from_slice(tail);
+                chain(&branch)
+            };
+            let mut idx = PrefixIndex::new();
+            let mut out = Vec::new();
+            for (is_query, slot, trunk, len, tail, cap) in &ops {
+                let q = request(*trunk, *len, tail);
+                if !*is_query {
+                    idx.learn(*slot, &q, *cap);
+                    continue;
+                }
+                idx.match_into(&q, &mut out);
+                let mut expected = Vec::new();
+                for slot in 0..8u32 {
+                    let leading = q.iter().take_while(|&&h| idx.contains(slot, h)).count();
+                    if leading > 0 {
+                        expected.push((slot, leading as u32));
+                    }
+                }
+                prop_assert_eq!(sorted(out.clone()), expected);
+            }
         }
     }
 }

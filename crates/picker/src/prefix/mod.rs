@@ -2,6 +2,7 @@
 //! cache, learned from where requests were sent (upstream `approx-prefix-cache-producer`).
 
 mod hash;
+mod hint;
 mod index;
 mod lru;
 
