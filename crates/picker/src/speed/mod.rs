@@ -66,7 +66,7 @@ const IN_FLIGHT_PER_ENDPOINT: usize = 8;
 
 /// Times `requests` decisions of the `infergate` policy over a pool of `endpoints`, reading the
 /// time from `now` (any monotonic clock; only differences are used) just before hashing each
-/// prompt and just after its pick. Everything random derives from `seed`.
+/// prompt, just after hashing it and just after its pick. Everything random derives from `seed`.
 ///
 /// Costs about `2 × requests × (decision + dispatch + 2 µs)`: a warm-up of three dispatches per
 /// endpoint, then as many untimed requests as timed ones. Fails only for an empty pool.
@@ -102,6 +102,7 @@ pub fn measure_rounds(
 /// What one measured request cost.
 struct Timed {
     decision: Duration,
+    hashing: Duration,
     dispatch: Duration,
     prefix_hit: bool,
 }
@@ -194,11 +195,13 @@ impl Bench {
     ) -> Result<DecisionTimes, PickError> {
         let mut decisions = Vec::with_capacity(requests);
         let mut dispatches = Vec::with_capacity(requests);
+        let mut hashings = Vec::with_capacity(requests);
         let mut hits = 0usize;
         for _ in 0..requests {
             let t = self.request(now)?;
             decisions.push(t.decision);
             dispatches.push(t.dispatch);
+            hashings.push(t.hashing);
             hits += usize::from(t.prefix_hit);
         }
         let mean = if decisions.is_empty() {
@@ -208,6 +211,7 @@ impl Bench {
         };
         decisions.sort_unstable();
         dispatches.sort_unstable();
+        hashings.sort_unstable();
         Ok(DecisionTimes {
             endpoints: self.pool.len(),
             requests,
@@ -215,6 +219,8 @@ impl Bench {
             p99: quantile(&decisions, 0.99),
             max: decisions.last().copied().unwrap_or_default(),
             mean,
+            hash_p50: quantile(&hashings, 0.50),
+            hash_p99: quantile(&hashings, 0.99),
             dispatch_p50: quantile(&dispatches, 0.50),
             dispatch_p99: quantile(&dispatches, 0.99),
             prefix_hit_share: hits as f64 / requests.max(1) as f64,
@@ -235,6 +241,7 @@ impl Bench {
             &self.params,
             &mut self.req.prompt_block_hashes,
         );
+        let hashed = now();
         let pick = self.picker.pick(&self.pool, &self.req, self.vt)?;
         let decided = now();
 
@@ -244,6 +251,7 @@ impl Bench {
         self.observe(&ticket, self.in_flight.len());
         Ok(Timed {
             decision: decided.saturating_sub(start),
+            hashing: hashed.saturating_sub(start),
             dispatch: dispatched.saturating_sub(decided),
             prefix_hit,
         })
@@ -367,15 +375,20 @@ mod tests {
     fn times_come_from_the_clock_passed_in() {
         let mut clock = ticking(Duration::from_micros(3));
         let t = measure_decisions(20, 200, 1, &mut clock).unwrap();
-        // Every interval spans exactly one tick of the fake clock.
+        // The clock is read before hashing, after hashing, after the pick and after the
+        // dispatch: a decision spans two ticks, hashing and the dispatch one each.
         assert_eq!((t.endpoints, t.requests), (20, 200));
-        assert_eq!(t.p50, Duration::from_micros(3));
-        assert_eq!(t.p99, Duration::from_micros(3));
-        assert_eq!(t.max, Duration::from_micros(3));
+        assert_eq!(t.p50, Duration::from_micros(6));
+        assert_eq!(t.p99, Duration::from_micros(6));
+        assert_eq!(t.max, Duration::from_micros(6));
+        assert_eq!(
+            (t.hash_p50, t.hash_p99),
+            (Duration::from_micros(3), Duration::from_micros(3))
+        );
         assert_eq!(t.dispatch_p99, Duration::from_micros(3));
         assert_eq!(
             t.to_json(),
-            r#"{"endpoints": 20, "p50_us": 3.00, "p99_us": 3.00}"#
+            r#"{"endpoints": 20, "p50_us": 6.00, "p99_us": 6.00}"#
         );
     }
 
@@ -385,7 +398,7 @@ mod tests {
         let mut clock = ticking(Duration::from_micros(2));
         let r = measure_rounds(20, 50, 3, 1, &mut clock).unwrap();
         assert_eq!(r.rounds.len(), 3);
-        assert!(r.rounds.iter().all(|t| t.requests == 50 && t.p99 == us(2)));
+        assert!(r.rounds.iter().all(|t| t.requests == 50 && t.p99 == us(4)));
     }
 
     #[test]
