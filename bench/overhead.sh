@@ -14,7 +14,7 @@
 # for the rest of the machine to go idle: the cores may be shared), MAX_OTHER (0.15: a run during
 # which the rest of the machine used more than this share of a core is measured again, up to 3
 # times), OUT (a file to append the JSON results to), ARMS (the proxied paths measured, of
-# "infergate envoy envoy+extproc", all by default), BEFORE (another `infergate` binary, say one
+# "infergate infergate+busy-poll envoy envoy+extproc", all but infergate+busy-poll by default), BEFORE (another `infergate` binary, say one
 # built from an earlier commit, measured as the arm "infergate before" beside the current one,
 # so that a change is judged within one run).
 #
@@ -22,6 +22,8 @@
 # CONNECTIONS, and again over one replica (open loop only):
 #   direct     the load generator round-robins over the replicas itself
 #   infergate  `infergate serve` (default scheduler weights), pinned to PROXY_CPU
+#   infergate+busy-poll  the same with `--busy-poll`: the gateway's thread never sleeps, so its
+#              CPU reads 100 % whatever the load (its CPU per request is not comparable)
 #   envoy      Envoy, --concurrency 1, STATIC cluster, ROUND_ROBIN, HTTP/1.1, no retries,
 #              pinned to PROXY_CPU
 #   envoy+extproc  the same Envoy with the ext_proc filter (FULL_DUPLEX_STREAMED both ways) calling
@@ -342,10 +344,11 @@ has_arm() { [[ " $ARMS " == *" $1 "* ]]; }
 
 # `infergate serve` (the binary BIN) under LABEL over the gateway config of the set: open loop at
 # RATE, and closed loop over CONNECTIONS when CLOSED is 1.
-measure_gateway() { # LABEL BIN SET CLOSED
+measure_gateway() { # LABEL BIN SET CLOSED [SERVE FLAG...]
     local label=$1 bin=$2 set=$3 closed=$4 gw
-    log "[$set] $label: $bin serve on CPU $PROXY_CPU"
-    taskset -c "$PROXY_CPU" "$bin" serve --config "$WORK/gateway.yaml" \
+    shift 4
+    log "[$set] $label: $bin serve $* on CPU $PROXY_CPU"
+    taskset -c "$PROXY_CPU" "$bin" serve "$@" --config "$WORK/gateway.yaml" \
         --listen "127.0.0.1:$GW_PORT" --admin-listen "127.0.0.1:$GW_ADMIN" >>"$WORK/gateway.log" 2>&1 &
     gw=$!
     PIDS+=("$gw")
@@ -374,6 +377,9 @@ measure_set() { # SET CLOSED PORT...
     gateway_config "${ports[@]}" >"$WORK/gateway.yaml"
     if [[ -n "$BEFORE" ]]; then measure_gateway "infergate before" "$BEFORE" "$set" "$closed"; fi
     if has_arm infergate; then measure_gateway infergate "$INFERGATE" "$set" "$closed"; fi
+    if has_arm infergate+busy-poll; then
+        measure_gateway infergate+busy-poll "$INFERGATE" "$set" "$closed" --busy-poll
+    fi
 
     if ! has_arm envoy && ! has_arm envoy+extproc; then return 0; fi
     if [[ -z "${ENVOY:-}" ]]; then

@@ -29,6 +29,11 @@ pub struct ServeArgs {
     /// priority, tokens, prefix hashes; never text), for `infergate bench --trace`.
     #[arg(long, value_name = "FILE")]
     capture: Option<PathBuf>,
+    /// Keep the data plane's threads polling for I/O instead of sleeping between events: each
+    /// uses a whole CPU even when idle, and no request waits for a sleeping CPU to wake (on
+    /// virtual machines a large share of the latency the gateway adds).
+    #[arg(long)]
+    busy_poll: bool,
 }
 
 /// How often the config file is checked for changes.
@@ -46,9 +51,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         capture: args.capture,
         ..GatewayOptions::default()
     };
-    let runtime = runtime()?;
+    let (runtime, threads) = runtime()?;
+    let busy_poll = args.busy_poll;
     runtime.block_on(async move {
         let gateway = Gateway::bind(config, options).await?;
+        if busy_poll {
+            crate::busy_poll::start(threads);
+            println!("busy polling: {threads} data-plane thread(s), each using a whole CPU");
+        }
         let scheme = if gateway.tls().is_some() { "https" } else { "http" };
         println!(
             "infergate serving {scheme}://{} (admin: http://{}/metrics, /healthz, /readyz)",
@@ -80,18 +90,21 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 /// The data plane's runtime. On one CPU (a container limit, `taskset`) a current-thread
 /// runtime runs the accept loop and every connection on the one thread that may run: a
 /// multi-thread runtime would add a worker beside the thread blocked in `block_on`, and hand
-/// work between the two. With more CPUs, one worker per CPU.
-pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+/// work between the two. With more CPUs, one worker per CPU. Returns the runtime and its
+/// number of threads that run tasks.
+pub fn runtime() -> std::io::Result<(tokio::runtime::Runtime, usize)> {
     let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-    if cpus == 1 {
+    let runtime = if cpus == 1 {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
     } else {
         tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(cpus)
             .enable_all()
             .build()
-    }
+    }?;
+    Ok((runtime, cpus))
 }
 
 /// Reloads the config file on each SIGHUP.

@@ -195,3 +195,86 @@ fn check_prints_the_report_and_refuses_a_bad_config_naming_the_field() {
     assert!(err.contains("spec.bbr.maxRequestBodyBytes"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// CPU time (user + system) `pid` has used, from `/proc/PID/stat` (in clock ticks of 10 ms).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The fields after the command name, which is in parentheses: utime and stime are the
+    // 12th and 13th of them.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+#[test]
+fn busy_poll_keeps_the_idle_gateway_polling_and_still_serves_and_drains() {
+    let replica = free_port();
+    let _sim = instant_replica("llama", replica);
+    let dir = std::env::temp_dir().join(format!("infergate-serve-busy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("gateway.yaml");
+    std::fs::write(&file, config("llama", replica)).unwrap();
+    // One gateway of each kind, the busy one on one CPU (the current-thread runtime).
+    let start = |busy: bool| {
+        let (port, admin) = (free_port(), free_port());
+        let mut command = Command::new("taskset");
+        command
+            .args(["-c", "0"])
+            .arg(infergate().get_program())
+            .args(["serve", "--config"])
+            .arg(&file)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if busy {
+            command.arg("--busy-poll");
+        }
+        let child = command
+            .spawn()
+            .expect("taskset (util-linux) runs the gateway on one CPU");
+        wait_for("readyz", || {
+            request(admin, "GET", "/readyz", "").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
+        });
+        (child, port)
+    };
+    let (mut busy, busy_port) = start(true);
+    let (mut plain, _) = start(false);
+    for _ in 0..20 {
+        let answer = request(busy_port, "POST", "/v1/chat/completions", &chat("llama")).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    }
+
+    // Idle, the busy-polling gateway keeps using CPU; the plain one sleeps between scrapes.
+    let (busy0, plain0) = (cpu_ticks(busy.id()), cpu_ticks(plain.id()));
+    std::thread::sleep(Duration::from_secs(2));
+    let busy_used = cpu_ticks(busy.id()) - busy0;
+    let plain_used = cpu_ticks(plain.id()) - plain0;
+    assert!(
+        busy_used >= 25 && busy_used >= 10 * plain_used,
+        "idle for 2 s: the busy-polling gateway used {busy_used} ticks, the plain one {plain_used}"
+    );
+
+    // The polling task does not hold the drain up.
+    for child in [&mut busy, &mut plain] {
+        let term = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(term.success());
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = busy.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "serve --busy-poll did not stop on SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status}");
+    let _ = plain.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
