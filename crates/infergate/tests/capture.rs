@@ -10,6 +10,8 @@ mod common;
 use common::{free_port, http_with, instant_replica_with};
 use infergate_bench::trace::{read_capture_jsonl, TraceFormat};
 use infergate_config::gateway::Band;
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -111,22 +113,41 @@ fn serve_captures_every_completed_request_and_flushes_on_sigterm() {
     }
 
     // A long answer still streaming when SIGTERM comes: the drain lets it finish, and only
-    // then is the capture closed, so it is in the file.
+    // then is the capture closed, so it is in the file. SIGTERM waits for its first event, not
+    // for a while: on a slow machine the request may not even have arrived after a while.
+    let (streaming, started) = std::sync::mpsc::channel();
     let long = {
         let gateway = gateway.clone();
         let body = completion("llama", "tell me a long story", true, 800);
         std::thread::spawn(move || {
-            http_with(
-                &gateway,
-                "POST",
-                "/v1/completions",
-                &[],
-                &body,
-                Duration::from_secs(20),
+            let mut s = TcpStream::connect(&gateway).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            write!(
+                s,
+                "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
             )
+            .unwrap();
+            let (mut got, mut buf) = (Vec::new(), [0u8; 4096]);
+            loop {
+                let n = match s.read(&mut buf) {
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    n => n.unwrap(),
+                };
+                if n == 0 {
+                    break String::from_utf8(got).unwrap();
+                }
+                got.extend_from_slice(&buf[..n]);
+                if got.windows(5).any(|w| w == b"data:") {
+                    // Only the first matters; the test reads no more of them.
+                    let _ = streaming.send(());
+                }
+            }
         })
     };
-    std::thread::sleep(Duration::from_millis(300));
+    started
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the long answer starts streaming");
     let term = Command::new("kill")
         .args(["-TERM", &child.0.id().to_string()])
         .status()
@@ -144,7 +165,7 @@ fn serve_captures_every_completed_request_and_flushes_on_sigterm() {
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(status.success(), "{status}");
-    let long = long.join().unwrap().unwrap();
+    let long = long.join().unwrap();
     assert!(
         long.starts_with("HTTP/1.1 200") && long.contains("[DONE]"),
         "{long}"

@@ -74,7 +74,9 @@ const FLOOD_BANDS: &str = "
       - {name: Critical, queueTtl: 60s}";
 
 /// The gateway's config; `flow` follows `flowControl.bands:` (the bands list, then any other
-/// `flowControl` fields at their indentation).
+/// `flowControl` fields at their indentation). Metrics count as fresh for a minute: on a loaded
+/// machine a scrape answered late must not leave the pool's saturation unknown, which fails
+/// flow control open and dispatches every band at once, for a reason that is not under test.
 fn config(replica: u16, flow: &str) -> String {
     format!(
         "apiVersion: infergate.dev/v1alpha1
@@ -82,7 +84,7 @@ kind: InferenceGatewayConfig
 spec:
   bbr: {{enabled: true}}
   flowControl:
-    saturation: {{queueDepthThreshold: 2}}
+    saturation: {{queueDepthThreshold: 2, metricsStalenessThreshold: 60s}}
     bands:{flow}
   schedulers:
     - name: llama

@@ -68,6 +68,7 @@ async fn upstream() -> Scripted {
         content_type: "application/json",
         chunks: vec![r#"{"id":"c","object":"chat.completion","choices":[]}"#],
         gap: Duration::ZERO,
+        held: None,
     })
     .await
 }

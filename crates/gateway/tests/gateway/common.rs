@@ -104,13 +104,16 @@ impl Drop for Replica {
 }
 
 /// A scripted upstream: `/metrics` answers `metrics`, every other path answers `chunks` one by
-/// one, `gap` apart, with `content_type`.
+/// one, `gap` apart, with `content_type`. With `held`, the chunks after the first wait until
+/// it is notified: a test that notifies only once the first chunk has reached its client proves
+/// that nothing on the way held the stream back (else it never ends), however slow the machine.
 #[derive(Clone)]
 pub struct Script {
     pub metrics: String,
     pub content_type: &'static str,
     pub chunks: Vec<&'static str>,
     pub gap: Duration,
+    pub held: Option<Arc<tokio::sync::Notify>>,
 }
 
 impl Script {
@@ -161,7 +164,10 @@ impl Scripted {
                             let (tx, rx) =
                                 tokio::sync::mpsc::channel::<Result<Frame<Bytes>, Infallible>>(4);
                             tokio::spawn(async move {
-                                for c in script.chunks {
+                                for (i, c) in script.chunks.into_iter().enumerate() {
+                                    if let (1, Some(held)) = (i, &script.held) {
+                                        held.notified().await;
+                                    }
                                     tokio::time::sleep(script.gap).await;
                                     if tx
                                         .send(Ok(Frame::data(Bytes::from_static(c.as_bytes()))))

@@ -175,6 +175,7 @@ async fn a_saturated_pool_sheds_sheddable_queues_standard_and_lets_critical_thro
         content_type: "application/json",
         chunks: vec![r#"{"object":"chat.completion","choices":[]}"#],
         gap: Duration::ZERO,
+        held: None,
     };
     let (a, b) = (
         Scripted::start(script.clone()).await,

@@ -77,6 +77,7 @@ async fn upstream_gets_routing_headers_and_never_the_clients_destination() {
         content_type: "application/json",
         chunks: vec![r#"{"object":"list","data":[],"usage":{"prompt_tokens":3,"total_tokens":3}}"#],
         gap: std::time::Duration::ZERO,
+        held: None,
     })
     .await;
     let mut p = PoolDef::new("emb", "bge", vec![up.addr]);
@@ -210,6 +211,7 @@ async fn a_default_backend_pool_takes_models_no_pool_serves() {
         content_type: "application/json",
         chunks: vec![r#"{"object":"chat.completion","choices":[]}"#],
         gap: std::time::Duration::ZERO,
+        held: None,
     })
     .await;
     let yaml = config_yaml(&[PoolDef::new("catchall", "base", vec![up.addr])], "").replace(

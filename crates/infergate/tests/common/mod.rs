@@ -149,27 +149,116 @@ pub fn redis_server(port: u16) -> Running {
     running
 }
 
+/// One command to the Redis on loopback `port`; its raw RESP reply.
+pub fn redis_command(port: u16, args: &[&str]) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut cmd = format!("*{}\r\n", args.len());
+    for a in args {
+        cmd.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    s.write_all(cmd.as_bytes()).unwrap();
+    let mut buf = [0u8; 512];
+    let n = loop {
+        match s.read(&mut buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            n => break n.unwrap(),
+        }
+    };
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+/// The bulk strings of a RESP reply, in order (a nil or missing one is left out).
+fn redis_strings(reply: &str) -> Vec<&str> {
+    reply
+        .split("\r\n")
+        .filter(|l| !l.is_empty() && !l.starts_with(['*', '$']))
+        .collect()
+}
+
+/// `tenant`'s tokens-per-minute bucket in the Redis on `port`, as last stored: its level in
+/// token-milliseconds per minute (a token is 60,000) and the time of that level in ms on
+/// Redis's clock; (0, 0) when the bucket does not exist. Redis drains a bucket only when it is
+/// next used, so the level is the one of the last take or settlement.
+pub fn redis_token_bucket(port: u16, tenant: &str) -> (u64, u64) {
+    let key = format!("infergate:ratelimit:tokens:{tenant}");
+    let reply = redis_command(port, &["HMGET", &key, "l", "a"]);
+    let fields: Vec<u64> = redis_strings(&reply)
+        .iter()
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    match fields[..] {
+        [level, at] => (level, at),
+        _ => (0, 0),
+    }
+}
+
+/// Redis's clock in whole milliseconds, as its rate-limit script reads it.
+pub fn redis_time_ms(port: u16) -> u64 {
+    let reply = redis_command(port, &["TIME"]);
+    let parts: Vec<u64> = redis_strings(&reply)
+        .iter()
+        .map(|v| v.parse().unwrap())
+        .collect();
+    parts[0] * 1000 + parts[1] / 1000
+}
+
+/// A process started by `spawn` on `N` fresh free loopback ports, once `ready` holds for them:
+/// the process and its ports.
+///
+/// A port is free when chosen but taken only when the process binds it; on a busy machine
+/// another process (or an outgoing connection) can take it in between, and the process then
+/// exits at once, the address being in use. That is the test machine's race, not the program's
+/// fault, so a process that exits before it is ready is started again on fresh ports, three
+/// times at most. Each start waits up to 30 s.
+pub fn start_on_free_ports<const N: usize>(
+    what: &str,
+    mut spawn: impl FnMut([u16; N]) -> Child,
+    mut ready: impl FnMut([u16; N]) -> bool,
+) -> (Running, [u16; N]) {
+    let mut exits = Vec::new();
+    while exits.len() < 3 {
+        let ports = std::array::from_fn(|_| free_port());
+        let mut child = Running(spawn(ports));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if ready(ports) {
+                return (child, ports);
+            }
+            if let Some(status) = child.0.try_wait().unwrap() {
+                exits.push(status);
+                break;
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    panic!("{what}: the process exited before it was ready, on three sets of ports: {exits:?}");
+}
+
 /// `infergate serve --config file` on two free loopback ports, its stdout and stderr discarded
-/// unless `customize` (which may also add arguments or environment) redirects them. Returns once
-/// `/readyz` answers 200: the process, the listener's port and the admin port.
+/// unless `customize` (which may also add arguments or environment) redirects them; started
+/// again on fresh ports if it exits first ([`start_on_free_ports`]). Returns once `/readyz`
+/// answers 200: the process, the listener's port and the admin port.
 pub fn serve_ready(
     file: &std::path::Path,
-    customize: impl FnOnce(&mut Command),
+    mut customize: impl FnMut(&mut Command),
 ) -> (Running, u16, u16) {
-    let (port, admin) = (free_port(), free_port());
-    let mut command = infergate();
-    command
-        .args(["serve", "--config"])
-        .arg(file)
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    customize(&mut command);
-    let gateway = Running(command.spawn().unwrap());
-    wait_for("the gateway's /readyz", || {
-        get(admin, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
-    });
+    let spawn = |[port, admin]: [u16; 2]| {
+        let mut command = infergate();
+        command
+            .args(["serve", "--config"])
+            .arg(file)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        customize(&mut command);
+        command.spawn().unwrap()
+    };
+    let ready =
+        |[_, admin]: [u16; 2]| get(admin, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200"));
+    let (gateway, [port, admin]) = start_on_free_ports("the gateway's /readyz", spawn, ready);
     (gateway, port, admin)
 }
 

@@ -1,5 +1,5 @@
-//! A small blocking HTTP/1.1 client that records when the first body byte arrived, so a test
-//! can tell a stream passed through as it came from one that was held back.
+//! A small blocking HTTP/1.1 client that can tell the test when the first body byte arrived, so
+//! a test can tell a stream passed through as it came from one that was held back.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -11,8 +11,6 @@ pub struct Reply {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
-    /// From the request's last byte written to the first body byte read.
-    pub first_byte: Option<Duration>,
     /// From the request's last byte written to the body's end.
     pub elapsed: Duration,
 }
@@ -49,6 +47,35 @@ pub fn request(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> Reply {
+    exchange(port, method, path, headers, body, || {})
+}
+
+/// [`post`], calling `first_byte` as soon as the first byte of the body has been read, before
+/// the rest of it is.
+pub fn post_releasing(
+    port: u16,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+    first_byte: impl FnOnce(),
+) -> Reply {
+    exchange(port, "POST", path, headers, body, first_byte)
+}
+
+fn exchange(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+    first_byte: impl FnOnce(),
+) -> Reply {
+    let mut first_byte = Some(first_byte);
+    let mut body_began = || {
+        if let Some(f) = first_byte.take() {
+            f();
+        }
+    };
     let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
@@ -87,7 +114,6 @@ pub fn request(
         status,
         headers,
         body: Vec::new(),
-        first_byte: None,
         elapsed: Duration::ZERO,
     };
     let chunked = reply
@@ -103,7 +129,7 @@ pub fn request(
             }
             let mut chunk = vec![0; size];
             reader.read_exact(&mut chunk).unwrap();
-            reply.first_byte.get_or_insert_with(|| sent.elapsed());
+            body_began();
             reply.body.extend_from_slice(&chunk);
             line.clear();
             reader.read_line(&mut line).unwrap();
@@ -115,13 +141,13 @@ pub fn request(
         let mut body = vec![0; len];
         if len > 0 {
             reader.read_exact(&mut body[..1]).unwrap();
-            reply.first_byte = Some(sent.elapsed());
+            body_began();
             reader.read_exact(&mut body[1..]).unwrap();
         }
         reply.body = body;
     } else {
         reader.read_to_end(&mut reply.body).unwrap();
-        reply.first_byte = Some(sent.elapsed());
+        body_began();
     }
     reply.elapsed = sent.elapsed();
     reply

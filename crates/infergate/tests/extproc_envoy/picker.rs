@@ -2,7 +2,7 @@
 //! picker's list when the primary is down, and infergate honours Envoy's subset hints.
 
 use crate::client::{chat, post};
-use crate::setup::{one_pool, sim};
+use crate::setup::{one_pool, sim, TempDir};
 use crate::upstream::Replica;
 
 const CHAT: &str = "/v1/chat/completions";
@@ -55,11 +55,26 @@ fn routing_follows_the_picker() {
     assert_eq!(picker.metric("infergate_in_flight_responses"), 0.0);
 }
 
+/// [`PREFIX_ONLY`] as an `EndpointPickerConfig` whose stale filter keeps an endpoint for a
+/// minute after its last scrape, with the default two fallbacks.
+const PREFIX_ONLY_SLOW_TO_STALE: &str = "plugins:
+  - {type: stale-metrics-filter, parameters: {maxAge: 60s}}
+  - {type: prefix-cache-scorer}
+  - {type: max-score-picker, parameters: {maxNumOfEndpoints: 3}}
+";
+
 #[test]
 fn a_dead_primary_falls_back_down_the_pickers_list() {
     let mut replicas: Vec<_> = (0..3).map(|_| sim("llama")).collect();
     let addrs: Vec<_> = replicas.iter().map(|(a, _)| *a).collect();
-    let (picker, envoy) = one_pool(&addrs, PREFIX_ONLY, "");
+    // The dead primary must still be picked when the request after its death arrives, however
+    // long a loaded machine takes to send it: its metrics stay fresh for a minute, not the
+    // default second.
+    let dir = TempDir::new("epp");
+    let epp = dir.path().join("picker.yaml");
+    std::fs::write(&epp, PREFIX_ONLY_SLOW_TO_STALE).unwrap();
+    let scheduler = format!("      pickerConfigFile: {:?}\n", epp.display().to_string());
+    let (picker, envoy) = one_pool(&addrs, &scheduler, "");
     let prompt = long_prompt("fallback");
     let first = post(envoy.port, CHAT, &[], &chat("llama", &prompt));
     assert_eq!(first.status, 200, "{}", first.text());
@@ -69,8 +84,8 @@ fn a_dead_primary_falls_back_down_the_pickers_list() {
         primary
     );
 
-    // The primary dies. Its last metrics stay fresh for a moment, so the picker still puts it
-    // first; Envoy finds it down and takes the next address of the list.
+    // The primary dies. Its last metrics stay fresh, so the picker still puts it first; Envoy
+    // finds it down and takes the next address of the list.
     let dead = replicas
         .iter()
         .position(|(a, _)| a.to_string() == primary)

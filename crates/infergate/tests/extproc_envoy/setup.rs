@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::common::{free_port, get, infergate, wait_for, Running};
+use crate::common::{get, infergate, start_on_free_ports, Running};
 use crate::envoy::{Envoy, Pool, Spec};
 
 /// A directory removed when dropped.
@@ -77,32 +77,39 @@ pub struct Picker {
 
 impl Picker {
     /// Starts `infergate extproc` over `config` and waits until it is ready (every endpoint
-    /// scraped).
+    /// scraped); started again on fresh ports if it exits first ([`start_on_free_ports`]).
     pub fn start(config: &str) -> Picker {
         let dir = TempDir::new("picker");
         let file = dir.path().join("gateway.yaml");
         std::fs::write(&file, config).unwrap();
-        let (port, admin) = (free_port(), free_port());
-        let log = std::fs::File::create(dir.path().join("extproc.log")).unwrap();
-        let child = infergate()
-            .args(["extproc", "--config"])
-            .arg(&file)
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let picker = Picker {
+        let spawn = |[port, admin]: [u16; 2]| {
+            let log = std::fs::File::create(dir.path().join("extproc.log")).unwrap();
+            infergate()
+                .args(["extproc", "--config"])
+                .arg(&file)
+                .args(["--listen", &format!("127.0.0.1:{port}")])
+                .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .unwrap()
+        };
+        let ready = |[_, admin]: [u16; 2]| {
+            get(admin, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
+        };
+        let (child, [port, admin]) =
+            start_on_free_ports("infergate extproc to be ready", spawn, ready);
+        Picker {
             port,
             admin,
-            child: Running(child),
+            child,
             _dir: dir,
-        };
-        wait_for("infergate extproc to be ready", || {
-            get(admin, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
-        });
-        picker
+        }
+    }
+
+    /// What `infergate extproc` has logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self._dir.path().join("extproc.log")).unwrap_or_default()
     }
 
     /// infergate's `/metrics`.
@@ -120,27 +127,28 @@ impl Picker {
     }
 }
 
-/// An `infergate sim` replica of the `instant` profile serving `model`.
+/// An `infergate sim` replica of the `instant` profile serving `model`, once healthy; started
+/// again on a fresh port if it exits first ([`start_on_free_ports`]).
 pub fn sim(model: &str) -> (SocketAddr, Running) {
-    let port = free_port();
-    let child: Child = infergate()
-        .args([
-            "sim",
-            "--model",
-            "instant",
-            "--served-model-name",
-            model,
-            "--port",
-        ])
-        .arg(port.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let running = Running(child);
-    wait_for("a sim replica", || {
-        get(port, "/health").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
-    });
+    let spawn = |[port]: [u16; 1]| -> Child {
+        infergate()
+            .args([
+                "sim",
+                "--model",
+                "instant",
+                "--served-model-name",
+                model,
+                "--port",
+            ])
+            .arg(port.to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let healthy =
+        |[port]: [u16; 1]| get(port, "/health").is_some_and(|r| r.starts_with("HTTP/1.1 200"));
+    let (running, [port]) = start_on_free_ports("a sim replica", spawn, healthy);
     (SocketAddr::from(([127, 0, 0, 1], port)), running)
 }
 

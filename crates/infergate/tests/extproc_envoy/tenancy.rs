@@ -4,18 +4,20 @@
 //! split whose upstreams get the rewritten body while clients see their own model name.
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 
 use crate::client::{chat, post, request, Reply};
 use crate::common::jwt::{auth_spec, claims, Key, MIN_GAP};
-use crate::common::{free_port, redis_server};
+use crate::common::{free_port, metric, redis_server, redis_token_bucket, wait_for};
 use crate::envoy::{Envoy, Pool, Spec};
 use crate::setup::{gateway_config, one_pool, Picker, PoolDef, TempDir};
 use crate::upstream::{sse_events, Replica, SSE_EVENTS};
 
 const CHAT: &str = "/v1/chat/completions";
+/// Requests per second of every tenant without its own limit, in the rate-limit test.
+const RPS: u64 = 3;
 
 fn bearer(token: &str) -> String {
     format!("Bearer {token}")
@@ -114,15 +116,18 @@ fn rate_limits_on_redis_through_envoy_answer_429_with_retry_after_and_settle_wit
     let redis_port = free_port();
     let _redis = redis_server(redis_port);
     let replica = Replica::start("a");
+    // A generous store timeout: on a loaded machine the first call (connect, load the script)
+    // must not miss it and fail open, which would admit a request for the wrong reason.
     let limits = format!(
         "  rateLimits:
     store: redis://127.0.0.1:{redis_port}
-    default: {{requestsPerSecond: 3}}
+    storeTimeout: 2s
+    default: {{requestsPerSecond: {RPS}}}
     tenants:
       - {{tenant: team-b, requestsPerSecond: 100, tokensPerMinute: 100}}
 "
     );
-    let (_picker, envoy) = one_pool(&[replica.addr], "", &limits);
+    let (picker, envoy) = one_pool(&[replica.addr], "", &limits);
     let tenant = |who: &str, body: &[u8]| {
         post(
             envoy.port,
@@ -132,13 +137,47 @@ fn rate_limits_on_redis_through_envoy_answer_429_with_retry_after_and_settle_wit
         )
     };
 
-    // Requests per second: a second's worth goes, the next is refused as `serve` refuses it.
+    // On a loaded machine the picker's first calls to Redis (connect, load the script) can miss
+    // the store timeout and fail open: wait until its start-up probe has finished, either way,
+    // and a request was admitted on Redis's word, before counting anything.
     let body = chat("llama", "hi");
-    for _ in 0..3 {
+    wait_for("the picker's start-up probe of Redis", || {
+        let log = picker.log();
+        log.contains("Redis answers") || log.contains("rate-limit store failed")
+    });
+    wait_for("the picker to count on Redis", || {
+        tenant("warm-up", &body);
+        metric(
+            picker.admin,
+            r#"infergate_rate_limit_decisions_total{tenant="*",outcome="admitted"}"#,
+        ) >= 1.0
+    });
+    let store_errors = metric(picker.admin, "infergate_rate_limit_store_errors_total");
+    let reached = replica.requests() as u64;
+
+    // Requests per second: a second's worth goes, the next is refused as `serve` refuses it.
+    // The bucket refills at RPS a second, so on a slow machine a refill can land between the
+    // requests: count what was admitted before the first refusal against what the bucket may
+    // admit over that time, measured from the first sending to the refusal's answer. Redis
+    // reads the wall clock in whole milliseconds (1 ms more at most), which NTP may slew by
+    // 500 ppm. Within a third of a second that is exactly a second's worth.
+    let started = Instant::now();
+    let mut admitted = 0;
+    let r = loop {
         let r = tenant("team-a", &body);
-        assert_eq!(r.status, 200, "{}", r.text());
-    }
-    let r = tenant("team-a", &body);
+        if r.status != 200 {
+            break r;
+        }
+        admitted += 1;
+        assert!(admitted <= 10 * RPS, "never refused");
+    };
+    let measured_ms = started.elapsed().as_millis() as u64;
+    let window_ms = measured_ms + 1 + measured_ms.div_ceil(2_000);
+    let bound = RPS + RPS * window_ms / 1000;
+    assert!(
+        (RPS..=bound).contains(&admitted),
+        "{admitted} admitted over {window_ms} ms; the bucket admits {RPS} at once and {bound} at most"
+    );
     assert_eq!(r.status, 429, "{}", r.text());
     let retry: u64 = r.header("retry-after").unwrap().parse().unwrap();
     assert!((1..=2).contains(&retry), "Retry-After {retry}");
@@ -147,8 +186,8 @@ fn rate_limits_on_redis_through_envoy_answer_429_with_retry_after_and_settle_wit
         Some("rejected-rate-limited")
     );
     assert_eq!(
-        replica.requests(),
-        3,
+        replica.requests() as u64 - reached,
+        admitted,
         "the refused request never reached the pool"
     );
     // Another tenant has its own buckets.
@@ -166,8 +205,13 @@ fn rate_limits_on_redis_through_envoy_answer_429_with_retry_after_and_settle_wit
     let r = tenant("team-b", stream.as_bytes());
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.text(), sse_events("llama").concat());
-    // The settlement goes to Redis in the background once the stream ends.
-    std::thread::sleep(Duration::from_millis(300));
+    // The settlement goes to Redis in the background once the stream ends. Redis drains a
+    // stored level only when the bucket is next used, so until the settlement lands it holds
+    // the whole reservation (68 tokens); settled, at most the 27 used.
+    let used = 7 + SSE_EVENTS as u64;
+    wait_for("the stream's usage to be settled in Redis", || {
+        redis_token_bucket(redis_port, "team-b").0 <= used * 60_000
+    });
     let r = tenant("team-b", stream.as_bytes());
     assert_eq!(
         r.status,
@@ -175,11 +219,19 @@ fn rate_limits_on_redis_through_envoy_answer_429_with_retry_after_and_settle_wit
         "settled with usage, not the estimate: {}",
         r.text()
     );
-    std::thread::sleep(Duration::from_millis(300));
+    // Whether or not the second settlement has landed, the third does not fit: 27 + 68
+    // unsettled, 27 + 27 settled, plus 68 for itself, is over 100.
     let r = tenant("team-b", stream.as_bytes());
     assert_eq!(r.status, 429, "{}", r.text());
     assert!(r.header("retry-after").is_some());
     assert_eq!(error_code(&r), "rate_limit_exceeded");
+    // Every decision above was Redis's: none failed open.
+    assert_eq!(
+        metric(picker.admin, "infergate_rate_limit_store_errors_total"),
+        store_errors,
+        "{}",
+        picker.log()
+    );
 }
 
 /// Requests for `llama` split 90/10 between `llama-stable` and `llama-canary`, each its own pool

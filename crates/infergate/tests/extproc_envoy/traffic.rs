@@ -1,10 +1,10 @@
 //! What passes through: large bodies both ways, SSE as it is produced, refusals with their
 //! headers, and each model to its own pool's cluster.
 
-use crate::client::{chat, post};
+use crate::client::{chat, post, post_releasing};
 use crate::envoy::{Envoy, Pool, Spec};
 use crate::setup::{gateway_config, one_pool, Picker, PoolDef};
-use crate::upstream::{sse_events, Replica, SSE_EVENTS, SSE_GAP};
+use crate::upstream::{sse_events, Replica, SSE_EVENTS};
 
 const CHAT: &str = "/v1/chat/completions";
 
@@ -47,26 +47,21 @@ fn bodies_over_128_kib_pass_intact_both_ways() {
 fn sse_streams_pass_through_as_they_are_produced() {
     let replica = Replica::start("a");
     let (picker, envoy) = one_pool(&[replica.addr], "", "");
+    // The replica sends its first event, then holds the rest until the client has read it: the
+    // stream ends only if nothing on the way (Envoy, infergate's ext_proc) held it back, however
+    // slow the machine (a measured delay would also count the machine's stalls).
     let body = serde_json::json!({
         "model": "llama",
         "stream": true,
+        "hold": true,
         "stream_options": {"include_usage": true},
         "messages": [{"role": "user", "content": "stream please"}],
     })
     .to_string();
-    let r = post(envoy.port, CHAT, &[], body.as_bytes());
+    let r = post_releasing(envoy.port, CHAT, &[], body.as_bytes(), || replica.release());
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.header("content-type"), Some("text/event-stream"));
     assert_eq!(r.text(), sse_events("llama").concat());
-    // The replica paces its events; the first must reach the client long before the last, or
-    // something on the way held the stream back.
-    let first = r.first_byte.unwrap();
-    let pacing = SSE_GAP * SSE_EVENTS as u32;
-    assert!(
-        first + pacing / 2 < r.elapsed,
-        "first byte after {first:?}, end after {:?}",
-        r.elapsed
-    );
     // Usage was read from the stream, and the first chunk was taken as the first token.
     assert_eq!(
         picker.metric(r#"infergate_completion_tokens_total{model="llama"}"#),
@@ -96,7 +91,10 @@ fn dropped(r: &crate::client::Reply) -> Option<&str> {
 fn a_saturated_pool_sheds_with_429_and_retry_after_queues_the_rest_and_expires_them() {
     let replica = Replica::start("a");
     replica.set_metrics(SATURATED);
-    let (picker, envoy) = one_pool(&[replica.addr], "", "  flowControl: {queueTtl: 2s}\n");
+    // Metrics count as fresh for a minute: on a loaded machine a late scrape must not make the
+    // pool's saturation unknown, which fails open and would admit the requests under test.
+    let flow = "  flowControl: {queueTtl: 2s, saturation: {metricsStalenessThreshold: 60s}}\n";
+    let (picker, envoy) = one_pool(&[replica.addr], "", flow);
     let body = chat("llama", "hello");
     let sheddable = [("x-gateway-inference-objective", "Sheddable")];
     crate::common::wait_for("the pool to count as saturated", || {
@@ -139,7 +137,9 @@ fn a_saturated_pool_sheds_with_429_and_retry_after_queues_the_rest_and_expires_t
     // Standard again, and the pool drains while it waits: it goes on.
     let port = envoy.port;
     let queued = std::thread::spawn(move || post(port, CHAT, &[], &chat("llama", "patience")));
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    crate::common::wait_for("the Standard request to queue", || {
+        picker.metric(r#"infergate_flow_queue_requests{pool="llama",band="Standard"}"#) >= 1.0
+    });
     replica.set_metrics(crate::upstream::IDLE);
     let r = queued.join().unwrap();
     assert_eq!(r.status, 200, "{}", r.text());

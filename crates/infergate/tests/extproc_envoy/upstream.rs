@@ -1,8 +1,9 @@
 //! Scripted model-server replicas, for tests that need exact bytes or chosen load figures:
 //! `/metrics` answers vLLM metrics the test sets; an inference request is echoed back byte for
 //! byte, or, with `"stream": true`, answered with a paced SSE stream naming the requested model
-//! and ending in `usage` (and, with `"hang": true`, only after a minute). Each answer names the
-//! replica (`x-replica`), and every request is recorded.
+//! and ending in `usage` (with `"hold": true` too, its events after the first wait for
+//! [`Replica::release`]; with `"hang": true`, the answer comes only after a minute). Each answer
+//! names the replica (`x-replica`), and every request is recorded.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -16,7 +17,7 @@ use hyper::body::Frame;
 use hyper::service::service_fn;
 use hyper::{HeaderMap, Request, Response};
 use hyper_util::rt::TokioIo;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, Notify};
 
 /// Metrics of an idle replica.
 pub const IDLE: &str =
@@ -55,6 +56,7 @@ pub struct Replica {
     pub name: String,
     pub seen: Arc<Mutex<Vec<Seen>>>,
     metrics: Arc<Mutex<String>>,
+    held: Arc<Notify>,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -66,20 +68,23 @@ impl Replica {
         let addr = std_listener.local_addr().unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let metrics = Arc::new(Mutex::new(IDLE.to_owned()));
+        let held = Arc::new(Notify::new());
         let (stop, stopped) = oneshot::channel::<()>();
         let (s, m, n) = (Arc::clone(&seen), Arc::clone(&metrics), name.to_owned());
+        let h = Arc::clone(&held);
         let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .unwrap();
-            rt.block_on(serve(std_listener, stopped, s, m, n));
+            rt.block_on(serve(std_listener, stopped, s, m, h, n));
         });
         Replica {
             addr,
             name: name.to_owned(),
             seen,
             metrics,
+            held,
             stop: Some(stop),
             thread: Some(thread),
         }
@@ -88,6 +93,12 @@ impl Replica {
     /// What `/metrics` answers from now on.
     pub fn set_metrics(&self, text: &str) {
         *self.metrics.lock().unwrap() = text.to_owned();
+    }
+
+    /// Lets a held stream (`"hold": true`) send its events after the first; a release given
+    /// before the stream waits is kept for it.
+    pub fn release(&self) {
+        self.held.notify_one();
     }
 
     /// Inference requests received so far.
@@ -118,6 +129,7 @@ async fn serve(
     mut stopped: oneshot::Receiver<()>,
     seen: Arc<Mutex<Vec<Seen>>>,
     metrics: Arc<Mutex<String>>,
+    held: Arc<Notify>,
     name: String,
 ) {
     let listener = tokio::net::TcpListener::from_std(std_listener).unwrap();
@@ -127,10 +139,12 @@ async fn serve(
             a = listener.accept() => match a { Ok((s, _)) => s, Err(_) => continue },
         };
         let (seen, metrics, name) = (Arc::clone(&seen), Arc::clone(&metrics), name.clone());
+        let held = Arc::clone(&held);
         tokio::spawn(async move {
             let svc = service_fn(move |req: Request<hyper::body::Incoming>| {
                 let (seen, metrics, name) = (Arc::clone(&seen), Arc::clone(&metrics), name.clone());
-                async move { Ok::<_, Infallible>(answer(req, &seen, &metrics, &name).await) }
+                let held = Arc::clone(&held);
+                async move { Ok::<_, Infallible>(answer(req, &seen, &metrics, held, &name).await) }
             });
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), svc)
@@ -143,6 +157,7 @@ async fn answer(
     req: Request<hyper::body::Incoming>,
     seen: &Mutex<Vec<Seen>>,
     metrics: &Mutex<String>,
+    held: Arc<Notify>,
     name: &str,
 ) -> Response<Body> {
     if req.uri().path() == "/metrics" {
@@ -164,8 +179,12 @@ async fn answer(
     let mut resp = if streamed {
         let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, Infallible>>(4);
         let model = json["model"].as_str().unwrap_or_default().to_owned();
+        let hold = json["hold"] == serde_json::Value::Bool(true);
         tokio::spawn(async move {
-            for e in sse_events(&model) {
+            for (i, e) in sse_events(&model).into_iter().enumerate() {
+                if hold && i == 1 {
+                    held.notified().await;
+                }
                 tokio::time::sleep(SSE_GAP).await;
                 if tx.send(Ok(Frame::data(Bytes::from(e)))).await.is_err() {
                     return;
