@@ -36,6 +36,30 @@ spec:
     )
 }
 
+/// A simulated replica serving `llama`, and a config file routing to it in a directory of its
+/// own (named after `test`).
+struct Setup {
+    _sim: common::Running,
+    replica: u16,
+    dir: std::path::PathBuf,
+    file: std::path::PathBuf,
+}
+
+fn setup(test: &str) -> Setup {
+    let replica = free_port();
+    let sim = instant_replica("llama", replica);
+    let dir = std::env::temp_dir().join(format!("infergate-serve-{test}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("gateway.yaml");
+    std::fs::write(&file, config("llama", replica)).unwrap();
+    Setup {
+        _sim: sim,
+        replica,
+        dir,
+        file,
+    }
+}
+
 fn chat(model: &str) -> String {
     format!(
         r#"{{"model": "{model}", "max_tokens": 3, "messages": [{{"role": "user", "content": "hi"}}]}}"#
@@ -44,12 +68,12 @@ fn chat(model: &str) -> String {
 
 #[test]
 fn serve_answers_reloads_on_sighup_and_drains_on_sigterm() {
-    let replica = free_port();
-    let _sim = instant_replica("llama", replica);
-    let dir = std::env::temp_dir().join(format!("infergate-serve-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("gateway.yaml");
-    std::fs::write(&file, config("llama", replica)).unwrap();
+    let Setup {
+        _sim,
+        replica,
+        dir,
+        file,
+    } = setup("plain");
     let (port, admin) = (free_port(), free_port());
     let mut child = infergate()
         .args(["serve", "--config"])
@@ -108,27 +132,10 @@ fn serve_answers_reloads_on_sighup_and_drains_on_sigterm() {
 /// Needs `taskset` (util-linux).
 #[test]
 fn serve_confined_to_one_cpu_answers_concurrent_clients_and_drains() {
-    let replica = free_port();
-    let _sim = instant_replica("llama", replica);
-    let dir = std::env::temp_dir().join(format!("infergate-serve-1cpu-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("gateway.yaml");
-    std::fs::write(&file, config("llama", replica)).unwrap();
-    let (port, admin) = (free_port(), free_port());
-    let mut child = Command::new("taskset")
-        .args(["-c", "0"])
-        .arg(infergate().get_program())
-        .args(["serve", "--config"])
-        .arg(&file)
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("taskset (util-linux) runs the gateway on one CPU");
-    wait_for("readyz", || {
-        request(admin, "GET", "/readyz", "").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
-    });
+    let Setup {
+        _sim, dir, file, ..
+    } = setup("1cpu");
+    let (mut child, port) = serve_on_one_cpu(&file, &[]);
     let clients: Vec<_> = (0..4)
         .map(|_| {
             std::thread::spawn(move || {
@@ -142,19 +149,7 @@ fn serve_confined_to_one_cpu_answers_concurrent_clients_and_drains() {
     let answered: usize = clients.into_iter().map(|c| c.join().unwrap()).sum();
     assert_eq!(answered, 100);
 
-    let term = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(term.success());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "serve did not stop on SIGTERM");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = terminate(&mut child);
     assert!(status.success(), "{status}");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -208,38 +203,12 @@ fn cpu_ticks(pid: u32) -> u64 {
 
 #[test]
 fn busy_poll_keeps_the_idle_gateway_polling_and_still_serves_and_drains() {
-    let replica = free_port();
-    let _sim = instant_replica("llama", replica);
-    let dir = std::env::temp_dir().join(format!("infergate-serve-busy-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("gateway.yaml");
-    std::fs::write(&file, config("llama", replica)).unwrap();
-    // One gateway of each kind, the busy one on one CPU (the current-thread runtime).
-    let start = |busy: bool| {
-        let (port, admin) = (free_port(), free_port());
-        let mut command = Command::new("taskset");
-        command
-            .args(["-c", "0"])
-            .arg(infergate().get_program())
-            .args(["serve", "--config"])
-            .arg(&file)
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        if busy {
-            command.arg("--busy-poll");
-        }
-        let child = command
-            .spawn()
-            .expect("taskset (util-linux) runs the gateway on one CPU");
-        wait_for("readyz", || {
-            request(admin, "GET", "/readyz", "").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
-        });
-        (child, port)
-    };
-    let (mut busy, busy_port) = start(true);
-    let (mut plain, _) = start(false);
+    let Setup {
+        _sim, dir, file, ..
+    } = setup("busy");
+    // One gateway of each kind on one CPU (the current-thread runtime).
+    let (mut busy, busy_port) = serve_on_one_cpu(&file, &["--busy-poll"]);
+    let (mut plain, _) = serve_on_one_cpu(&file, &[]);
     for _ in 0..20 {
         let answer = request(busy_port, "POST", "/v1/chat/completions", &chat("llama")).unwrap();
         assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
@@ -263,25 +232,47 @@ fn busy_poll_keeps_the_idle_gateway_polling_and_still_serves_and_drains() {
     );
 
     // The polling task does not hold the drain up.
-    for child in [&mut busy, &mut plain] {
-        let term = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(term.success());
-    }
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = busy.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "serve --busy-poll did not stop on SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    assert!(status.success(), "{status}");
-    let _ = plain.wait();
+    let status = terminate(&mut busy);
+    assert!(status.success(), "serve --busy-poll: {status}");
+    let _ = terminate(&mut plain);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `infergate serve --config file flags…` confined to CPU 0 by `taskset` (util-linux), once
+/// `/readyz` answers 200: the process and its listener's port.
+fn serve_on_one_cpu(file: &std::path::Path, flags: &[&str]) -> (std::process::Child, u16) {
+    let (port, admin) = (free_port(), free_port());
+    let child = Command::new("taskset")
+        .args(["-c", "0"])
+        .arg(infergate().get_program())
+        .args(["serve", "--config"])
+        .arg(file)
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
+        .args(flags)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("taskset (util-linux) runs the gateway on one CPU");
+    wait_for("readyz", || {
+        request(admin, "GET", "/readyz", "").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
+    });
+    (child, port)
+}
+
+/// Sends SIGTERM to `child` and waits for it to exit; panics if it is still running after 20 s.
+fn terminate(child: &mut std::process::Child) -> std::process::ExitStatus {
+    let term = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "serve did not stop on SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

@@ -448,6 +448,20 @@ mod tests {
         idx.check_invariants();
     }
 
+    /// The definition of the match: for each of `slots` slots, its leading blocks of `q`, listed
+    /// when there is at least one.
+    fn brute_force(idx: &PrefixIndex, q: &[u64], slots: u32) -> Vec<(u32, u32)> {
+        (0..slots)
+            .map(|slot| {
+                (
+                    slot,
+                    q.iter().take_while(|&&h| idx.contains(slot, h)).count() as u32,
+                )
+            })
+            .filter(|&(_, leading)| leading > 0)
+            .collect()
+    }
+
     /// Chains drawn from a small tree of prompts, so they share prefixes.
     fn chain(branch: &[u8]) -> Vec<u64> {
         let mut h = 0u64;
@@ -509,14 +523,7 @@ mod tests {
             let q = request(query.0, query.1, &query.2);
             let mut out = Vec::new();
             idx.match_into(&q, &mut out);
-            let mut expected = Vec::new();
-            for slot in 0..8u32 {
-                let leading = q.iter().take_while(|&&h| idx.contains(slot, h)).count();
-                if leading > 0 {
-                    expected.push((slot, leading as u32));
-                }
-            }
-            prop_assert_eq!(sorted(out), expected);
+            prop_assert_eq!(sorted(out), brute_force(&idx, &q, 8));
         }
 
         /// Matches interleaved with learning and eviction, so most matches start from hints
@@ -543,14 +550,7 @@ mod tests {
                     continue;
                 }
                 idx.match_into(&q, &mut out);
-                let mut expected = Vec::new();
-                for slot in 0..8u32 {
-                    let leading = q.iter().take_while(|&&h| idx.contains(slot, h)).count();
-                    if leading > 0 {
-                        expected.push((slot, leading as u32));
-                    }
-                }
-                prop_assert_eq!(sorted(out.clone()), expected);
+                prop_assert_eq!(sorted(out.clone()), brute_force(&idx, &q, 8));
             }
         }
     }
