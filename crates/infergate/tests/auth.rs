@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::instant_replica;
 use common::jwt::{auth_spec, claims, Key, MIN_GAP};
-use common::{free_port, instant_replica};
 use serde_json::{json, Value};
 
 /// A JWKS issuer on a loopback port: serves the current document, counts the fetches.
@@ -94,8 +94,7 @@ fn serve_checks_jwts_against_a_remote_jwks_and_takes_a_rotated_key_without_resta
     let issuer = Issuer::start(String::new());
     issuer.publish(&[k1.jwk("k1")]);
 
-    let replica = free_port();
-    let _sim = instant_replica("llama", replica);
+    let (_sim, replica) = instant_replica("llama");
     let dir = std::env::temp_dir().join(format!("infergate-auth-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("gateway.yaml");

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{free_port, infergate, instant_replica, split_response, wait_for};
+use common::{infergate, instant_replica, split_response, wait_for};
 use serde_json::Value;
 
 /// Requests in the measured split, and clients sending them at once.
@@ -135,11 +135,8 @@ fn rewrites_total(admin: u16, target: &str) -> usize {
 
 #[test]
 fn a_90_10_split_lands_within_2_percent_sessions_stick_and_clients_see_their_model() {
-    let (stable, canary) = (free_port(), free_port());
-    let _replicas = [
-        instant_replica("llama-stable", stable),
-        instant_replica("llama-canary", canary),
-    ];
+    let (_stable_sim, stable) = instant_replica("llama-stable");
+    let (_canary_sim, canary) = instant_replica("llama-canary");
     let dir = std::env::temp_dir().join(format!("infergate-canary-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("gateway.yaml");

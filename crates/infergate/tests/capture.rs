@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{free_port, http_with, instant_replica_with};
+use common::{http_with, instant_replica_with};
 use infergate_bench::trace::{read_capture_jsonl, TraceFormat};
 use infergate_config::gateway::Band;
 use std::io::{Read, Write};
@@ -54,11 +54,9 @@ fn completion(model: &str, prompt: &str, stream: bool, max_tokens: u32) -> Strin
 
 #[test]
 fn serve_captures_every_completed_request_and_flushes_on_sigterm() {
-    let replica = free_port();
     // 1 ms a step: short answers come at once, an 800-token one streams for about a second.
-    let _sim = instant_replica_with(
+    let (_sim, replica) = instant_replica_with(
         "llama",
-        replica,
         &["--max-loras", "2", "--lora", ADAPTER, "--slowdown", "1000"],
     );
     let dir = std::env::temp_dir().join(format!("infergate-capture-it-{}", std::process::id()));

@@ -21,8 +21,7 @@ use std::time::{Duration, Instant};
 use common::{free_port, instant_replica, redis_server, split_response, wait_for, Running};
 
 fn sim() -> (Running, u16) {
-    let port = free_port();
-    (instant_replica("llama", port), port)
+    instant_replica("llama")
 }
 
 /// A gateway and where it listens; its log goes to `log`.

@@ -46,8 +46,7 @@ struct Setup {
 }
 
 fn setup(test: &str) -> Setup {
-    let replica = free_port();
-    let sim = instant_replica("llama", replica);
+    let (sim, replica) = instant_replica("llama");
     let dir = std::env::temp_dir().join(format!("infergate-serve-{test}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("gateway.yaml");

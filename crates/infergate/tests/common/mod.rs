@@ -89,15 +89,16 @@ pub fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
     panic!("timed out waiting for {what}");
 }
 
-/// An `infergate sim` replica of the `instant` profile serving `model` on `port`, its output
-/// discarded.
-pub fn instant_replica(model: &str, port: u16) -> Running {
-    instant_replica_with(model, port, &[])
+/// An `infergate sim` replica of the `instant` profile serving `model` on a free port, its
+/// output discarded; started again on a fresh port if it exits first ([`start_on_free_ports`]).
+/// Returns once `/health` answers 200: the process and its port.
+pub fn instant_replica(model: &str) -> (Running, u16) {
+    instant_replica_with(model, &[])
 }
 
 /// [`instant_replica`] with more `infergate sim` flags (LoRA slots and adapters, say).
-pub fn instant_replica_with(model: &str, port: u16, flags: &[&str]) -> Running {
-    Running(
+pub fn instant_replica_with(model: &str, flags: &[&str]) -> (Running, u16) {
+    let spawn = |[port]: [u16; 1]| {
         infergate()
             .args(["sim", "--model", "instant", "--served-model-name", model])
             .args(["--port", &port.to_string()])
@@ -105,8 +106,12 @@ pub fn instant_replica_with(model: &str, port: u16, flags: &[&str]) -> Running {
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
-            .unwrap(),
-    )
+            .unwrap()
+    };
+    let healthy =
+        |[port]: [u16; 1]| get(port, "/health").is_some_and(|r| r.starts_with("HTTP/1.1 200"));
+    let (sim, [port]) = start_on_free_ports("an instant replica", spawn, healthy);
+    (sim, port)
 }
 
 /// A raw HTTP/1.1 response split into its status, its headers (names lower-cased, values
