@@ -11,7 +11,7 @@
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use infergate_engine::drive::{run, Arrival};
-use infergate_engine::{tokens, Engine, EngineConfig, Event, FinishReason, NewRequest, Profile};
+use infergate_engine::{Engine, EngineConfig, Event, NewRequest, Profile};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::Duration;
@@ -25,14 +25,7 @@ fn arrivals(rate: f64, seconds: f64) -> Vec<Arrival> {
             prompt.extend((0..64).map(|t| 100_000 + group * 10_000 + question * 100 + t));
             Arrival {
                 at: Duration::from_secs_f64(f64::from(i) / rate),
-                request: NewRequest {
-                    prompt_tokens: 192,
-                    block_hashes: tokens::block_hashes(&prompt, 0),
-                    output_tokens: 64,
-                    finish: FinishReason::Length,
-                    adapter: None,
-                    priority: 0,
-                },
+                request: NewRequest::from_tokens(&prompt, 64),
             }
         })
         .collect()
@@ -50,14 +43,7 @@ fn conversation_arrivals(rate: f64, seconds: f64) -> Vec<Arrival> {
             let prompt: Vec<u32> = (0..prompt_len).map(|t| i * 20_000 + t).collect();
             Arrival {
                 at: Duration::from_secs_f64(f64::from(i) / rate),
-                request: NewRequest {
-                    prompt_tokens: prompt_len,
-                    block_hashes: tokens::block_hashes(&prompt, 0),
-                    output_tokens: output,
-                    finish: FinishReason::Length,
-                    adapter: None,
-                    priority: 0,
-                },
+                request: NewRequest::from_tokens(&prompt, output),
             }
         })
         .collect()

@@ -62,14 +62,7 @@ fn shared_prefix_arrivals(rate: f64, duration: Duration, seed: u64) -> Vec<Arriv
             prompt.extend((0..64).map(|t| 100_000 + group * 10_000 + question * 100 + t));
             Arrival {
                 at: Duration::from_secs_f64(at),
-                request: NewRequest {
-                    prompt_tokens: prompt.len() as u32,
-                    block_hashes: tokens::block_hashes(&prompt, 0),
-                    output_tokens: 64,
-                    finish: FinishReason::Length,
-                    adapter: None,
-                    priority: 0,
-                },
+                request: NewRequest::from_tokens(&prompt, 64),
             }
         })
         .collect()
@@ -79,14 +72,7 @@ fn shared_prefix_arrivals(rate: f64, duration: Duration, seed: u64) -> Vec<Arriv
 /// block.
 fn unique_prompt(len: u32, base: u32, output: u32) -> NewRequest {
     let prompt: Vec<u32> = (0..len).map(|t| base.wrapping_add(t)).collect();
-    NewRequest {
-        prompt_tokens: len,
-        block_hashes: tokens::block_hashes(&prompt, 0),
-        output_tokens: output,
-        finish: FinishReason::Length,
-        adapter: None,
-        priority: 0,
-    }
+    NewRequest::from_tokens(&prompt, output)
 }
 
 /// Coefficient of variation of the load generator's inter-arrival gaps: inference-perf's

@@ -4,20 +4,14 @@
 #![allow(clippy::unwrap_used)]
 
 use infergate_engine::drive::{run, Arrival};
-use infergate_engine::{
-    tokens, Engine, EngineConfig, Event, EventKind, FinishReason, NewRequest, Profile,
-};
+use infergate_engine::{Engine, EngineConfig, Event, EventKind, FinishReason, NewRequest, Profile};
 use std::time::Duration;
 
 fn request(len: u32, base: u32, output: u32, adapter: Option<&str>) -> NewRequest {
     let prompt: Vec<u32> = (0..len).map(|t| base + t).collect();
     NewRequest {
-        prompt_tokens: len,
-        block_hashes: tokens::block_hashes(&prompt, 0),
-        output_tokens: output,
-        finish: FinishReason::Length,
         adapter: adapter.map(str::to_owned),
-        priority: 0,
+        ..NewRequest::from_tokens(&prompt, output)
     }
 }
 

@@ -5,20 +5,16 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use infergate_engine::{
-    tokens, Engine, EngineConfig, Event, EventKind, FinishReason, NewRequest, Profile, RequestId,
-    SchedulingPolicy, SubmitError,
+    Engine, EngineConfig, Event, EventKind, NewRequest, Profile, RequestId, SchedulingPolicy,
+    SubmitError,
 };
 use std::time::Duration;
 
 fn request(len: u32, base: u32, output: u32, priority: i32) -> NewRequest {
     let prompt: Vec<u32> = (0..len).map(|t| base + t).collect();
     NewRequest {
-        prompt_tokens: len,
-        block_hashes: tokens::block_hashes(&prompt, 0),
-        output_tokens: output,
-        finish: FinishReason::Length,
-        adapter: None,
         priority,
+        ..NewRequest::from_tokens(&prompt, output)
     }
 }
 

@@ -70,6 +70,21 @@ pub struct NewRequest {
     pub priority: i32,
 }
 
+impl NewRequest {
+    /// A base-model request for the prompt `tokens` (ids), generating `output_tokens` up to the
+    /// length limit, at the default priority.
+    pub fn from_tokens(tokens: &[u32], output_tokens: u32) -> Self {
+        Self {
+            prompt_tokens: u32::try_from(tokens.len()).unwrap_or(u32::MAX),
+            block_hashes: tokens::block_hashes(tokens, 0),
+            output_tokens,
+            finish: FinishReason::Length,
+            adapter: None,
+            priority: 0,
+        }
+    }
+}
+
 /// Token counts for the response's `usage`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Usage {
