@@ -6,10 +6,9 @@
 
 use crate::drive::{quantile, run, Arrival, RunRecord};
 use crate::engine::{Engine, NewRequest};
-use crate::metrics::FinishReason;
 use crate::profile::Profile;
 use crate::rng::Rng;
-use crate::{tokens, EngineConfig};
+use crate::EngineConfig;
 use std::time::Duration;
 
 /// One measured figure and what the simulator predicts for it.
@@ -347,14 +346,7 @@ fn prefix_hit_ratio() -> AnchorResult {
     let prompt = |tail: u32| {
         let mut p = shared.clone();
         p.extend((0..1_000).map(|t| 50_000_000 + tail * 10_000 + t));
-        NewRequest {
-            prompt_tokens: p.len() as u32,
-            block_hashes: tokens::block_hashes(&p, 0),
-            output_tokens: 16,
-            finish: FinishReason::Length,
-            adapter: None,
-            priority: 0,
-        }
+        NewRequest::from_tokens(&p, 16)
     };
     let arrivals = vec![
         Arrival {
