@@ -22,6 +22,7 @@ use infergate_engine::{
     RequestId,
 };
 use infergate_picker::prefix::{hash_prompt, PrefixParams};
+use infergate_picker::speed::text;
 use infergate_picker::{
     EndpointId, EndpointSpec, InFlightGuard, LoraInfo, Picker, Policy, Pool, RequestFeatures,
     ScrapedMetrics, SplitMix64, TtftTicket,
@@ -299,19 +300,6 @@ impl Fleet {
 
 fn common_prefix(a: &[u64], b: &[u64]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
-}
-
-/// `len` bytes of lowercase ASCII words.
-fn text(rng: &mut SplitMix64, len: usize) -> String {
-    let mut s = String::with_capacity(len);
-    while s.len() < len {
-        if rng.below(6) == 0 {
-            s.push(' ');
-        } else {
-            s.push(char::from(b'a' + rng.below(26) as u8));
-        }
-    }
-    s
 }
 
 /// Runs the whole workload with `seed` and returns the accuracy over every request.

@@ -76,9 +76,7 @@ pub fn measure_decisions(
     seed: u64,
     now: &mut dyn FnMut() -> Duration,
 ) -> Result<DecisionTimes, PickError> {
-    let mut bench = Bench::new(endpoints, seed)?;
-    bench.warm_up(requests)?;
-    bench.round(requests, now)
+    measure_rounds(endpoints, requests, 1, seed, now).map(|r| r.median())
 }
 
 /// [`measure_decisions`] repeated: after one warm-up, `rounds` rounds of `requests` timed
@@ -345,8 +343,8 @@ impl Bench {
     }
 }
 
-/// `len` bytes of lowercase words and spaces.
-fn text(rng: &mut SplitMix64, len: usize) -> String {
+/// `len` bytes of lowercase words and spaces: prompt text for workloads.
+pub fn text(rng: &mut SplitMix64, len: usize) -> String {
     let mut s = String::with_capacity(len);
     while s.len() < len {
         if rng.below(6) == 0 {
