@@ -75,12 +75,8 @@ impl DropHints {
                 }
             }
         }
-        depths.sort_unstable_by(|a, b| match (*a == 0, *b == 0) {
-            (true, true) => std::cmp::Ordering::Equal,
-            (true, false) => std::cmp::Ordering::Greater,
-            (false, true) => std::cmp::Ordering::Less,
-            (false, false) => a.cmp(b),
-        });
+        // Ascending, the unused zeros last.
+        depths.sort_unstable_by_key(|&d| (d == 0, d));
         if let Some(e) = self.entries.get_mut(slot(first)) {
             *e = Entry { first, depths };
         }
