@@ -1,6 +1,10 @@
 //! Benchmarks of the picker's parts: each names the figure it measures.
 //!
 //! - `prefix_hash/16k_chars`: hashing a ~4,000-token (16,000-byte) prompt into chained blocks.
+//! - `prefix_hash_memo/shared_half`: the same through a `HashMemo` holding a prompt with the same
+//!   8,000-byte system prompt and a tail of its own (as the gateway hashes a request that opens
+//!   like a recent one); `prefix_hash_memo/first_seen`: a prompt the memo has never seen (and
+//!   must store: the memo's worst case).
 //! - `prefix_match/{100,5000}_endpoints`: matching that request against an index where every
 //!   endpoint holds the shared system prompt and its own conversations.
 //! - `pick/{policy}/{100,5000}_endpoints`: the whole decision for one request (filters, every
@@ -11,7 +15,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use infergate_picker::prefix::{hash_prompt, PrefixIndex, PrefixParams};
+use infergate_picker::prefix::{hash_prompt, HashMemo, PrefixIndex, PrefixParams};
 use infergate_picker::{EndpointSpec, Picker, Policy, Pool, RequestFeatures, ScrapedMetrics};
 
 fn text(seed: u64, len: usize) -> String {
@@ -91,6 +95,47 @@ fn prefix_hash(c: &mut Criterion) {
     });
 }
 
+fn prefix_hash_memo(c: &mut Criterion) {
+    let params = PrefixParams::default();
+    let system = text(2, 8_000);
+    let stored = format!("{system}{}", text(3, 8_000));
+    let asked = format!("{system}{}", text(4, 8_000));
+    let mut out = Vec::new();
+    let mut group = c.benchmark_group("prefix_hash_memo");
+    let mut memo = HashMemo::default();
+    memo.hash_into("llama", None, stored.as_bytes(), &params, &mut out);
+    group.bench_function("shared_half", |b| {
+        b.iter(|| {
+            black_box(memo.hash_into(
+                "llama",
+                None,
+                black_box(asked.as_bytes()),
+                &params,
+                &mut out,
+            ))
+        })
+    });
+    // Distinct prompts, more of them than slots, so each finds its slot taken by another.
+    let prompts: Vec<String> = (0..2 * infergate_picker::prefix::DEFAULT_MEMO_SLOTS as u64)
+        .map(|i| text(100 + i, 16_000))
+        .collect();
+    let mut memo = HashMemo::default();
+    let mut next = prompts.iter().cycle();
+    group.bench_function("first_seen", |b| {
+        b.iter(|| {
+            let prompt = next.next().map_or("", String::as_str);
+            black_box(memo.hash_into(
+                "llama",
+                None,
+                black_box(prompt.as_bytes()),
+                &params,
+                &mut out,
+            ))
+        })
+    });
+    group.finish();
+}
+
 fn prefix_match(c: &mut Criterion) {
     let mut group = c.benchmark_group("prefix_match");
     for n in [100u32, 5000] {
@@ -156,5 +201,5 @@ fn pick(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, prefix_hash, prefix_match, pick);
+criterion_group!(benches, prefix_hash, prefix_hash_memo, prefix_match, pick);
 criterion_main!(benches);

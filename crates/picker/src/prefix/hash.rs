@@ -87,17 +87,41 @@ pub fn hash_prompt_into(
     out: &mut Vec<u64>,
 ) {
     out.clear();
-    let chunk = params.chunk_bytes();
-    if chunk == 0 || params.max_prefix_blocks == 0 {
-        return;
+    let hashed = hashed_part(prompt, params);
+    if !hashed.is_empty() {
+        extend_chain(hashed, params.chunk_bytes(), chain_seed(model, salt), out);
     }
+}
+
+/// The leading bytes of `prompt` that are hashed: whole chunks, at most `max_prefix_blocks` of
+/// them; empty when a chunk is empty.
+pub(super) fn hashed_part<'a>(prompt: &'a [u8], params: &PrefixParams) -> &'a [u8] {
+    let chunk = params.chunk_bytes();
+    let blocks = prompt
+        .len()
+        .checked_div(chunk)
+        .unwrap_or(0)
+        .min(params.max_prefix_blocks);
+    prompt.get(..blocks * chunk).unwrap_or_default()
+}
+
+/// `h0`, the seed of a chain: `xxh64(model_bytes ‖ salt_bytes, seed 0)`.
+pub(super) fn chain_seed(model: &str, salt: Option<&str>) -> u64 {
     let mut h = Xxh64::new(0);
     h.update(model.as_bytes());
     if let Some(salt) = salt {
         h.update(salt.as_bytes());
     }
-    let mut prev = h.digest();
-    let blocks = prompt.chunks_exact(chunk).take(params.max_prefix_blocks);
+    h.digest()
+}
+
+/// Appends to `out` the chained hashes of the consecutive `chunk`-byte chunks of `blocks` (a
+/// trailing partial chunk is ignored), the first one chained to `prev`.
+pub(super) fn extend_chain(blocks: &[u8], chunk: usize, mut prev: u64, out: &mut Vec<u64>) {
+    if chunk == 0 {
+        return;
+    }
+    let blocks = blocks.chunks_exact(chunk);
     if chunk.is_multiple_of(STRIPE) {
         // Chunks of whole stripes (every multiple of 8 tokens, the default 16 included).
         out.extend(blocks.map(|block| {

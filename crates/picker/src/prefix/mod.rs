@@ -5,6 +5,8 @@ mod hash;
 mod hint;
 mod index;
 mod lru;
+mod memo;
 
 pub use hash::{hash_prompt, hash_prompt_into, PrefixParams};
 pub use index::{IndexStats, PrefixIndex};
+pub use memo::{HashMemo, DEFAULT_MEMO_SLOTS};

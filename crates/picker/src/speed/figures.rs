@@ -18,9 +18,8 @@ pub struct DecisionTimes {
     pub max: Duration,
     /// Mean decision time.
     pub mean: Duration,
-    /// Median time of hashing the prompt, the first step of the decision. It costs the same for
-    /// every request (the same number of bytes, no lookups), so its spread between p50 and p99 is
-    /// the machine's own jitter, measured in the same run as the decisions.
+    /// Median time of hashing the prompt, the first step of the decision: the blocks the memo
+    /// does not hold, and comparing those it does.
     pub hash_p50: Duration,
     /// 99th percentile of the same.
     pub hash_p99: Duration,
@@ -32,6 +31,8 @@ pub struct DecisionTimes {
     /// Share of decisions whose primary held at least one block of the prompt: how warm the
     /// index was, so a run that accidentally measured a cold index shows it.
     pub prefix_hit_share: f64,
+    /// Share of the prompts' block hashes taken from the hash memo rather than computed.
+    pub memo_share: f64,
 }
 
 impl DecisionTimes {
@@ -61,8 +62,8 @@ impl fmt::Display for DecisionTimes {
         write!(
             f,
             "{:>6} endpoints: decision p50 {:.2} µs, p99 {:.2} µs, max {:.2} µs, mean {:.2} µs \
-             ({} requests, {:.0} % prefix hits); of which hashing p50 {:.2} µs, p99 {:.2} µs; \
-             dispatch p50 {:.2} µs, p99 {:.2} µs",
+             ({} requests, {:.0} % prefix hits); of which hashing p50 {:.2} µs, p99 {:.2} µs \
+             ({:.0} % of blocks from the memo); dispatch p50 {:.2} µs, p99 {:.2} µs",
             self.endpoints,
             self.p50_us(),
             self.p99_us(),
@@ -72,6 +73,7 @@ impl fmt::Display for DecisionTimes {
             100.0 * self.prefix_hit_share,
             micros(self.hash_p50),
             micros(self.hash_p99),
+            100.0 * self.memo_share,
             micros(self.dispatch_p50),
             micros(self.dispatch_p99),
         )
@@ -90,8 +92,8 @@ pub struct Rounds {
 }
 
 impl Rounds {
-    /// The median round, figure by figure: each quantile (and the mean, the maximum and the hit
-    /// share) is the median of that figure over the rounds; the upper median for an even count.
+    /// The median round, figure by figure: each quantile (and the mean, the maximum and the
+    /// shares) is the median of that figure over the rounds; the upper median for an even count.
     /// `requests` is the requests of one round.
     pub fn median(&self) -> DecisionTimes {
         let med = |f: &dyn Fn(&DecisionTimes) -> Duration| {
@@ -99,8 +101,11 @@ impl Rounds {
             v.sort_unstable();
             v.get(v.len() / 2).copied().unwrap_or_default()
         };
-        let mut hits: Vec<f64> = self.rounds.iter().map(|r| r.prefix_hit_share).collect();
-        hits.sort_unstable_by(f64::total_cmp);
+        let share = |f: &dyn Fn(&DecisionTimes) -> f64| {
+            let mut v: Vec<f64> = self.rounds.iter().map(f).collect();
+            v.sort_unstable_by(f64::total_cmp);
+            v.get(v.len() / 2).copied().unwrap_or(0.0)
+        };
         let first = self.rounds.first();
         DecisionTimes {
             endpoints: first.map_or(0, |r| r.endpoints),
@@ -113,7 +118,8 @@ impl Rounds {
             hash_p99: med(&|r| r.hash_p99),
             dispatch_p50: med(&|r| r.dispatch_p50),
             dispatch_p99: med(&|r| r.dispatch_p99),
-            prefix_hit_share: hits.get(hits.len() / 2).copied().unwrap_or(0.0),
+            prefix_hit_share: share(&|r| r.prefix_hit_share),
+            memo_share: share(&|r| r.memo_share),
         }
     }
 
@@ -185,6 +191,7 @@ mod tests {
             dispatch_p50: us(1),
             dispatch_p99: us(2),
             prefix_hit_share: 0.5,
+            memo_share: 0.4,
         };
         let r = Rounds {
             rounds: vec![round(4, 9), round(6, 30), round(5, 8)],

@@ -33,7 +33,7 @@ use crate::error::PickError;
 use crate::picker::{Picker, TtftTicket};
 use crate::policy::Policy;
 use crate::pool::Pool;
-use crate::prefix::{hash_prompt_into, PrefixParams};
+use crate::prefix::{hash_prompt_into, HashMemo, PrefixParams};
 use crate::request::RequestFeatures;
 use crate::rng::SplitMix64;
 
@@ -101,6 +101,9 @@ pub fn measure_rounds(
 struct Timed {
     decision: Duration,
     hashing: Duration,
+    /// Blocks of the prompt, and those whose hashes were computed rather than taken from the memo.
+    blocks: usize,
+    computed: usize,
     dispatch: Duration,
     prefix_hit: bool,
 }
@@ -111,6 +114,7 @@ struct Bench {
     picker: Picker,
     rng: SplitMix64,
     params: PrefixParams,
+    memo: HashMemo,
     systems: Vec<String>,
     /// Random text that unique parts of prompts are cut from.
     corpus: String,
@@ -148,6 +152,7 @@ impl Bench {
             picker: Picker::new(Policy::infergate(), seed),
             rng,
             params: Policy::infergate().prefix_params(),
+            memo: HashMemo::default(),
             systems,
             corpus,
             prompt: String::with_capacity(PROMPT_BYTES),
@@ -194,13 +199,15 @@ impl Bench {
         let mut decisions = Vec::with_capacity(requests);
         let mut dispatches = Vec::with_capacity(requests);
         let mut hashings = Vec::with_capacity(requests);
-        let mut hits = 0usize;
+        let (mut hits, mut blocks, mut computed) = (0usize, 0usize, 0usize);
         for _ in 0..requests {
             let t = self.request(now)?;
             decisions.push(t.decision);
             dispatches.push(t.dispatch);
             hashings.push(t.hashing);
             hits += usize::from(t.prefix_hit);
+            blocks += t.blocks;
+            computed += t.computed;
         }
         let mean = if decisions.is_empty() {
             Duration::ZERO
@@ -222,6 +229,7 @@ impl Bench {
             dispatch_p50: quantile(&dispatches, 0.50),
             dispatch_p99: quantile(&dispatches, 0.99),
             prefix_hit_share: hits as f64 / requests.max(1) as f64,
+            memo_share: 1.0 - computed as f64 / blocks.max(1) as f64,
         })
     }
 
@@ -232,7 +240,7 @@ impl Bench {
         self.next_prompt();
 
         let start = now();
-        hash_prompt_into(
+        let computed = self.memo.hash_into(
             &self.req.model,
             None,
             self.prompt.as_bytes(),
@@ -250,6 +258,8 @@ impl Bench {
         Ok(Timed {
             decision: decided.saturating_sub(start),
             hashing: hashed.saturating_sub(start),
+            blocks: self.req.prompt_block_hashes.len(),
+            computed,
             dispatch: dispatched.saturating_sub(decided),
             prefix_hit,
         })
