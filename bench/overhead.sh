@@ -14,7 +14,8 @@
 # for the rest of the machine to go idle: the cores may be shared), MAX_OTHER (0.15: a run during
 # which the rest of the machine used more than this share of a core is measured again, up to 3
 # times), OUT (a file to append the JSON results to), ARMS (the proxied paths measured, of
-# "relay infergate infergate+busy-poll envoy envoy+extproc", all but infergate+busy-poll by default), BEFORE (another `infergate` binary, say one
+# "relay relay-tokio relay-hyper infergate infergate+busy-poll envoy envoy+extproc"; by default
+# relay, infergate, envoy and envoy+extproc), BEFORE (another `infergate` binary, say one
 # built from an earlier commit, measured as the arm "infergate before" beside the current one,
 # so that a change is judged within one run).
 #
@@ -24,6 +25,9 @@
 #   relay      a byte relay (crates/infergate/examples/relay.rs): two blocking threads per
 #              connection, a read and a write per message, no parsing, connections round-robin
 #              over the replicas, pinned to PROXY_CPU; the floor of what an extra hop costs
+#   relay-tokio  the same relay on a one-thread tokio runtime (an event loop between messages)
+#   relay-hyper  an HTTP/1.1 proxy with hyper on a one-thread runtime, requests forwarded
+#              unchanged round-robin over a keep-alive pool: HTTP without infergate's work
 #   infergate  `infergate serve` (default scheduler weights), pinned to PROXY_CPU
 #   infergate+busy-poll  the same with `--busy-poll`: the gateway's thread never sleeps, so its
 #              CPU reads 100 % whatever the load (its CPU per request is not comparable)
@@ -388,24 +392,28 @@ measure_envoy() { # SET CLOSED PORT...
     wait "$envoy" 2>/dev/null || true
 }
 
-# The byte relay (crates/infergate/examples/relay.rs) over the replicas given, pinned to
-# PROXY_CPU: the floor of what an extra hop costs. Open loop at RATE, and closed loop over
-# CONNECTIONS when CLOSED is 1.
-measure_relay() { # SET CLOSED PORT...
-    local set=$1 closed=$2 relay upstreams
-    shift 2
+# A relay (crates/infergate/examples/relay.rs: ARM relay, relay-tokio or relay-hyper) over the
+# replicas given, pinned to PROXY_CPU: floors of what an extra hop costs. Open loop at RATE, and
+# closed loop over CONNECTIONS when CLOSED is 1.
+measure_relay() { # ARM SET CLOSED PORT...
+    local arm=$1 set=$2 closed=$3 relay upstreams flags=()
+    shift 3
+    case $arm in
+        relay-tokio) flags=(--tokio) ;;
+        relay-hyper) flags=(--hyper) ;;
+    esac
     upstreams=$(printf '127.0.0.1:%s,' "$@")
-    log "[$set] relay on CPU $PROXY_CPU"
-    taskset -c "$PROXY_CPU" "$RELAY" "127.0.0.1:$RELAY_PORT" "${upstreams%,}" >>"$WORK/relay.log" 2>&1 &
+    log "[$set] $arm on CPU $PROXY_CPU"
+    taskset -c "$PROXY_CPU" "$RELAY" "${flags[@]}" "127.0.0.1:$RELAY_PORT" "${upstreams%,}" >>"$WORK/relay.log" 2>&1 &
     relay=$!
     PIDS+=("$relay")
     for _ in $(seq 100); do
         if (exec 3<>"/dev/tcp/127.0.0.1/$RELAY_PORT") 2>/dev/null; then break; fi
         sleep 0.1
     done
-    load relay "127.0.0.1:$RELAY_PORT" --set "$set" --rate "$RATE" --watch "proxy=$relay"
+    load "$arm" "127.0.0.1:$RELAY_PORT" --set "$set" --rate "$RATE" --watch "proxy=$relay"
     if ((closed)); then
-        load relay "127.0.0.1:$RELAY_PORT" --set "$set" --connections "$CONNECTIONS" --watch "proxy=$relay"
+        load "$arm" "127.0.0.1:$RELAY_PORT" --set "$set" --connections "$CONNECTIONS" --watch "proxy=$relay"
     fi
     kill "$relay"
     wait "$relay" 2>/dev/null || true
@@ -424,7 +432,9 @@ measure_set() { # SET CLOSED PORT...
     load direct "$direct" --set "$set" --rate "$RATE"
     if ((closed)); then load direct "$direct" --set "$set" --connections "$CONNECTIONS"; fi
 
-    if has_arm relay; then measure_relay "$set" "$closed" "${ports[@]}"; fi
+    for arm in relay relay-tokio relay-hyper; do
+        if has_arm "$arm"; then measure_relay "$arm" "$set" "$closed" "${ports[@]}"; fi
+    done
     gateway_config "${ports[@]}" >"$WORK/gateway.yaml"
     if [[ -n "$BEFORE" ]]; then measure_gateway "infergate before" "$BEFORE" "$set" "$closed"; fi
     if has_arm infergate; then measure_gateway infergate "$INFERGATE" "$set" "$closed"; fi
@@ -505,7 +515,9 @@ last = json.loads(open(path).read().splitlines()[-1])
 last.update(set=one_set, label=label)
 open(path, "a").write(json.dumps(last) + "\n")
 PY
-if has_arm relay; then measure_relay "$BESIDE" 0 "$TWIN_PORT"; fi
+for arm in relay relay-tokio relay-hyper; do
+    if has_arm "$arm"; then measure_relay "$arm" "$BESIDE" 0 "$TWIN_PORT"; fi
+done
 gateway_config "$TWIN_PORT" >"$WORK/gateway.yaml"
 if [[ -n "$BEFORE" ]]; then measure_gateway "infergate before" "$BEFORE" "$BESIDE" 0; fi
 if has_arm infergate || has_arm infergate+busy-poll; then
