@@ -11,15 +11,16 @@
 //! always the output of [`super::hash_prompt`].
 //!
 //! A slot is found by the prompt's first block hash (a system prompt or a conversation's
-//! opening), among all slots; a new opening takes the least recently used slot. A slot keeps its
-//! prompt while the prompts that open the same way share at least half of it (a system prompt
-//! followed by each conversation's own turns): replacing it with each of them would copy every
-//! new tail for nothing, since the next prompt shares only the system prompt with it either way.
-//! It grows when a prompt continues it (a conversation's next turn), and is replaced by a prompt
-//! that shares less than half of it. A direct-mapped table was not enough: a few dozen openings in 64
-//! slots collide often enough that one request in five hashed everything, which is the p99.
-//! Memory is bounded: a slot holds at most one prompt's hashed part (`max_prefix_blocks` chunks,
-//! 16 KiB by default) and its hashes.
+//! opening), among all slots; a new opening takes the least recently used slot. (A direct-mapped
+//! table was not enough: a few dozen openings in 64 slots collided often enough that one request
+//! in five hashed everything, which is the p99.) A slot keeps its prompt while the prompts that
+//! open the same way share at least half of it (a system prompt followed by each conversation's
+//! own turns): replacing it with each of them would copy every new tail for nothing, since the
+//! next prompt shares only the system prompt with it either way. It grows when a prompt
+//! continues it (a conversation's next turn), is left as it is by a prompt it already contains,
+//! and is replaced by a prompt that shares less than half of it. Memory is bounded: a slot holds
+//! at most one prompt's hashed part (`max_prefix_blocks` chunks, 16 KiB by default) and its
+//! hashes.
 
 use super::hash::{chain_seed, extend_chain, hashed_part};
 use super::PrefixParams;
@@ -69,8 +70,8 @@ impl HashMemo {
     }
 
     /// [`super::hash_prompt_into`], reusing the hashes of the stored prompt that begins like this
-    /// one, then storing this one in its place. Returns how many block hashes were computed (the
-    /// rest were the stored ones).
+    /// one, then keeping, growing or replacing that prompt (see the module documentation).
+    /// Returns how many block hashes were computed (the rest were the stored ones).
     pub fn hash_into(
         &mut self,
         model: &str,
@@ -106,7 +107,10 @@ impl HashMemo {
         out.extend_from_slice(slot.hashes.get(1..known).unwrap_or_default());
         let prev = out.last().copied().unwrap_or(h1);
         extend_chain(&hashed[known * chunk..], chunk, prev, out);
-        if equal >= slot.hashes.len() || 2 * equal < slot.hashes.len() {
+        let contained = equal == out.len();
+        let continues = equal >= slot.hashes.len();
+        let shares_little = 2 * equal < slot.hashes.len();
+        if !contained && (continues || shares_little) {
             slot.store(model, salt, chunk, hashed, equal, out);
         }
         out.len() + 1 - known

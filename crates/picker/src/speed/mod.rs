@@ -417,6 +417,9 @@ mod tests {
         // decisions find the system prompt somewhere and follow it (79 % with this seed; the
         // rest go where the load is lower).
         assert!(t.prefix_hit_share > 0.6, "{t}");
+        // Each prompt's 125-block system prompt, less its first block (hashed to find the memo
+        // slot), comes from the memo once seen: just under half of the 250 blocks.
+        assert!(t.memo_share > 0.45 && t.memo_share < 0.5, "{t}");
         assert_eq!(
             measure_decisions(0, 10, 1, &mut clock),
             Err(PickError::EmptyPool)

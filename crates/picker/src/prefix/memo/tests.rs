@@ -37,6 +37,10 @@ fn only_the_blocks_after_the_stored_prefix_are_hashed() {
     assert_eq!(memo.hash_into("m", None, &a2, &p, &mut out), 3);
     assert_eq!(out, hash_prompt("m", None, &a2, &p));
     assert_eq!(memo.hash_into("m", None, &a2, &p, &mut out), 1);
+    // A prompt it contains (its first four blocks) changes nothing.
+    assert_eq!(memo.hash_into("m", None, &a2[..4 * 64], &p, &mut out), 1);
+    assert_eq!(out, hash_prompt("m", None, &a2[..4 * 64], &p));
+    assert_eq!(memo.hash_into("m", None, &a2, &p, &mut out), 1);
     // One sharing less than half of it replaces it.
     let c = prompt(b"abcXYZ");
     assert_eq!(memo.hash_into("m", None, &c, &p, &mut out), 4);
