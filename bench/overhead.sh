@@ -26,8 +26,9 @@
 #              connection, a read and a write per message, no parsing, connections round-robin
 #              over the replicas, pinned to PROXY_CPU; the floor of what an extra hop costs
 #   relay-tokio  the same relay on a one-thread tokio runtime (an event loop between messages)
-#   relay-hyper  an HTTP/1.1 proxy with hyper on a one-thread runtime, requests forwarded
-#              unchanged round-robin over a keep-alive pool: HTTP without infergate's work
+#   relay-hyper  an HTTP/1.1 proxy with hyper on a one-thread runtime, each client connection
+#              paired with an upstream connection, requests forwarded unchanged: HTTP without
+#              infergate's work
 #   infergate  `infergate serve` (default scheduler weights), pinned to PROXY_CPU
 #   infergate+busy-poll  the same with `--busy-poll`: the gateway's thread never sleeps, so its
 #              CPU reads 100 % whatever the load (its CPU per request is not comparable)

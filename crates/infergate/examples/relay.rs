@@ -6,21 +6,21 @@
 //!   event loop;
 //! - `--tokio`: the same relay on a one-thread tokio runtime (`copy_bidirectional`): the cost of
 //!   an event loop (`epoll_wait` between messages) over blocking threads;
-//! - `--hyper`: an HTTP/1.1 proxy with hyper on a one-thread runtime, each request forwarded
-//!   unchanged through a keep-alive client pool, the response streamed back: what parsing and
-//!   re-encoding HTTP adds, and what infergate adds beyond it (routing by body, the pick,
-//!   metrics).
+//! - `--hyper`: an HTTP/1.1 proxy with hyper on a one-thread runtime, each client connection
+//!   paired with an upstream connection of its own and each request forwarded on it unchanged
+//!   (hyper's server and `client::conn::http1`, no pool), the response streamed back: what
+//!   parsing and re-encoding HTTP adds, and what infergate adds beyond it (routing by body, the
+//!   pick, its connection pool, metrics).
 //!
 //! ```text
 //! cargo run --release -p infergate --example relay -- [--tokio|--hyper] 127.0.0.1:9000 127.0.0.1:8001,127.0.0.1:8002
 //! ```
 //!
-//! Upstreams are taken round-robin, per connection (relays) or per request (`--hyper`). Nothing
-//! is retried: a failed upstream closes the client's connection (relays) or answers 502.
+//! Upstreams are taken round-robin per client connection. Nothing is retried: a failed upstream
+//! closes the client's connection.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 
@@ -122,61 +122,46 @@ async fn tokio_relay(listen: String, upstreams: Vec<String>) -> anyhow::Result<(
 }
 
 async fn hyper_proxy(listen: String, upstreams: Vec<String>) -> anyhow::Result<()> {
-    use http_body_util::{BodyExt, Full};
+    use http_body_util::BodyExt;
     use hyper::body::Incoming;
-    use hyper::{Request, Response, StatusCode};
-    use hyper_util::client::legacy::Client;
-    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use hyper::client::conn::http1;
+    use hyper::Request;
+    use hyper_util::rt::TokioIo;
 
-    type Body = http_body_util::combinators::BoxBody<bytes::Bytes, hyper::Error>;
-    let mut connector = hyper_util::client::legacy::connect::HttpConnector::new();
-    connector.set_nodelay(true);
-    let client: Client<_, Incoming> = Client::builder(TokioExecutor::new()).build(connector);
-    let upstreams = Arc::new(upstreams);
-    let next = Arc::new(AtomicUsize::new(0));
     let listener = tokio::net::TcpListener::bind(&listen)
         .await
         .with_context(|| format!("binding {listen}"))?;
-    loop {
+    for n in 0usize.. {
         let (stream, _) = listener.accept().await?;
         stream.set_nodelay(true)?;
-        let (client, upstreams, next) = (client.clone(), upstreams.clone(), next.clone());
-        let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
-            let (client, upstreams, next) = (client.clone(), upstreams.clone(), next.clone());
-            async move {
-                let upstream = &upstreams[next.fetch_add(1, Ordering::Relaxed) % upstreams.len()];
-                let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
-                let uri = format!("http://{upstream}{path}").parse::<hyper::Uri>();
-                let answer: Response<Body> = match uri {
-                    Ok(uri) => {
-                        *req.uri_mut() = uri;
-                        match client.request(req).await {
-                            Ok(resp) => resp.map(BodyExt::boxed),
-                            Err(e) => bad_gateway(&e.to_string()),
-                        }
-                    }
-                    Err(e) => bad_gateway(&e.to_string()),
-                };
-                Ok::<_, std::convert::Infallible>(answer)
-            }
-        });
+        let upstream = upstreams[n % upstreams.len()].clone();
         tokio::spawn(async move {
-            let served = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-            if let Err(e) = served {
-                eprintln!("relay: {e}");
+            // One upstream connection per client connection, as the relays pair them: HTTP/1.1
+            // requests on a connection come one at a time, so no pool is needed.
+            let proxied = async {
+                let server = tokio::net::TcpStream::connect(&upstream).await?;
+                server.set_nodelay(true)?;
+                let (sender, conn) = http1::handshake::<_, Incoming>(TokioIo::new(server)).await?;
+                tokio::spawn(conn);
+                let sender = Arc::new(tokio::sync::Mutex::new(sender));
+                let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+                    let sender = sender.clone();
+                    async move {
+                        let mut sender = sender.lock().await;
+                        sender.ready().await?;
+                        let resp = sender.send_request(req).await?;
+                        Ok::<_, hyper::Error>(resp.map(BodyExt::boxed))
+                    }
+                });
+                hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await?;
+                anyhow::Ok(())
+            };
+            if let Err(e) = proxied.await {
+                eprintln!("relay: {upstream}: {e}");
             }
         });
     }
-
-    fn bad_gateway(why: &str) -> Response<Body> {
-        let mut r = Response::new(
-            Full::new(bytes::Bytes::from(why.to_owned()))
-                .map_err(|never| match never {})
-                .boxed(),
-        );
-        *r.status_mut() = StatusCode::BAD_GATEWAY;
-        r
-    }
+    Ok(())
 }
