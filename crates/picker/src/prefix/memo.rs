@@ -126,9 +126,8 @@ impl HashMemo {
             .zip(&self.used)
             .position(|(&k, &u)| k == h1 && u != 0);
         let at = held.unwrap_or_else(|| {
-            (0..self.used.len())
-                .min_by_key(|&i| self.used.get(i).copied().unwrap_or(0))
-                .unwrap_or(0)
+            let lru = self.used.iter().enumerate().min_by_key(|&(_, &u)| u);
+            lru.map_or(0, |(i, _)| i)
         });
         if let (Some(k), Some(u)) = (self.keys.get_mut(at), self.used.get_mut(at)) {
             *k = h1;
