@@ -408,16 +408,22 @@ measure_relay() { # ARM SET CLOSED PORT...
     taskset -c "$PROXY_CPU" "$RELAY" "${flags[@]}" "127.0.0.1:$RELAY_PORT" "${upstreams%,}" >>"$WORK/relay.log" 2>&1 &
     relay=$!
     PIDS+=("$relay")
-    for _ in $(seq 100); do
-        if (exec 3<>"/dev/tcp/127.0.0.1/$RELAY_PORT") 2>/dev/null; then break; fi
-        sleep 0.1
-    done
+    # Every relay passes HTTP through, so the replica's own health check answers through it.
+    wait_http "http://127.0.0.1:$RELAY_PORT/health" "the $arm"
     load "$arm" "127.0.0.1:$RELAY_PORT" --set "$set" --rate "$RATE" --watch "proxy=$relay"
     if ((closed)); then
         load "$arm" "127.0.0.1:$RELAY_PORT" --set "$set" --connections "$CONNECTIONS" --watch "proxy=$relay"
     fi
     kill "$relay"
     wait "$relay" 2>/dev/null || true
+}
+
+# Each relay arm asked for in ARMS, over the replicas given.
+measure_relays() { # SET CLOSED PORT...
+    local arm
+    for arm in relay relay-tokio relay-hyper; do
+        if has_arm "$arm"; then measure_relay "$arm" "$@"; fi
+    done
 }
 
 # Measures direct and each arm over the replicas given: open loop at RATE, and closed loop over
@@ -433,9 +439,7 @@ measure_set() { # SET CLOSED PORT...
     load direct "$direct" --set "$set" --rate "$RATE"
     if ((closed)); then load direct "$direct" --set "$set" --connections "$CONNECTIONS"; fi
 
-    for arm in relay relay-tokio relay-hyper; do
-        if has_arm "$arm"; then measure_relay "$arm" "$set" "$closed" "${ports[@]}"; fi
-    done
+    measure_relays "$set" "$closed" "${ports[@]}"
     gateway_config "${ports[@]}" >"$WORK/gateway.yaml"
     if [[ -n "$BEFORE" ]]; then measure_gateway "infergate before" "$BEFORE" "$set" "$closed"; fi
     if has_arm infergate; then measure_gateway infergate "$INFERGATE" "$set" "$closed"; fi
@@ -516,9 +520,7 @@ last = json.loads(open(path).read().splitlines()[-1])
 last.update(set=one_set, label=label)
 open(path, "a").write(json.dumps(last) + "\n")
 PY
-for arm in relay relay-tokio relay-hyper; do
-    if has_arm "$arm"; then measure_relay "$arm" "$BESIDE" 0 "$TWIN_PORT"; fi
-done
+measure_relays "$BESIDE" 0 "$TWIN_PORT"
 gateway_config "$TWIN_PORT" >"$WORK/gateway.yaml"
 if [[ -n "$BEFORE" ]]; then measure_gateway "infergate before" "$BEFORE" "$BESIDE" 0; fi
 if has_arm infergate || has_arm infergate+busy-poll; then
