@@ -28,6 +28,9 @@ pub struct DecisionTimes {
     pub dispatch_p50: Duration,
     /// 99th percentile of the same.
     pub dispatch_p99: Duration,
+    /// The slowest dispatch: where a growing index shows its pauses (a rehash of its table), which
+    /// the gateway pays inside the pool's picker lock.
+    pub dispatch_max: Duration,
     /// Share of decisions whose primary held at least one block of the prompt: how warm the
     /// index was, so a run that accidentally measured a cold index shows it.
     pub prefix_hit_share: f64,
@@ -63,7 +66,7 @@ impl fmt::Display for DecisionTimes {
             f,
             "{:>6} endpoints: decision p50 {:.2} µs, p99 {:.2} µs, max {:.2} µs, mean {:.2} µs \
              ({} requests, {:.0} % prefix hits); of which hashing p50 {:.2} µs, p99 {:.2} µs \
-             ({:.0} % of blocks from the memo); dispatch p50 {:.2} µs, p99 {:.2} µs",
+             ({:.0} % of blocks from the memo); dispatch p50 {:.2} µs, p99 {:.2} µs, max {:.2} µs",
             self.endpoints,
             self.p50_us(),
             self.p99_us(),
@@ -76,6 +79,7 @@ impl fmt::Display for DecisionTimes {
             100.0 * self.memo_share,
             micros(self.dispatch_p50),
             micros(self.dispatch_p99),
+            micros(self.dispatch_max),
         )
     }
 }
@@ -94,7 +98,8 @@ pub struct Rounds {
 impl Rounds {
     /// The median round, figure by figure: each quantile (and the mean, the maximum and the
     /// shares) is the median of that figure over the rounds; the upper median for an even count.
-    /// `requests` is the requests of one round.
+    /// `requests` is the requests of one round. The exception is `dispatch_max`, the slowest
+    /// dispatch of any round: a pause that happens once a run must not be hidden by a median.
     pub fn median(&self) -> DecisionTimes {
         let med = |f: &dyn Fn(&DecisionTimes) -> Duration| {
             let mut v: Vec<Duration> = self.rounds.iter().map(f).collect();
@@ -118,6 +123,12 @@ impl Rounds {
             hash_p99: med(&|r| r.hash_p99),
             dispatch_p50: med(&|r| r.dispatch_p50),
             dispatch_p99: med(&|r| r.dispatch_p99),
+            dispatch_max: self
+                .rounds
+                .iter()
+                .map(|r| r.dispatch_max)
+                .max()
+                .unwrap_or_default(),
             prefix_hit_share: share(&|r| r.prefix_hit_share),
             memo_share: share(&|r| r.memo_share),
         }
@@ -190,6 +201,7 @@ mod tests {
             hash_p99: us(p99 / 2),
             dispatch_p50: us(1),
             dispatch_p99: us(2),
+            dispatch_max: us(p99 * 3),
             prefix_hit_share: 0.5,
             memo_share: 0.4,
         };
@@ -200,6 +212,8 @@ mod tests {
         // Figure by figure: the p50 of one round and the p99 of another may be the medians.
         assert_eq!((m.p50, m.p99, m.max), (us(5), us(9), us(18)));
         assert_eq!((m.hash_p50, m.hash_p99), (us(2), us(4)));
+        // The slowest dispatch of all rounds, not the median round's.
+        assert_eq!(m.dispatch_max, us(90));
         assert_eq!(r.p99_range(), (us(8), us(30)));
         assert_eq!(
             r.to_json(),

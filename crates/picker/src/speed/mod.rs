@@ -228,6 +228,7 @@ impl Bench {
             hash_p99: quantile(&hashings, 0.99),
             dispatch_p50: quantile(&dispatches, 0.50),
             dispatch_p99: quantile(&dispatches, 0.99),
+            dispatch_max: dispatches.last().copied().unwrap_or_default(),
             prefix_hit_share: hits as f64 / requests.max(1) as f64,
             memo_share: 1.0 - computed as f64 / blocks.max(1) as f64,
         })
@@ -394,6 +395,7 @@ mod tests {
             (Duration::from_micros(3), Duration::from_micros(3))
         );
         assert_eq!(t.dispatch_p99, Duration::from_micros(3));
+        assert_eq!(t.dispatch_max, Duration::from_micros(3));
         assert_eq!(
             t.to_json(),
             r#"{"endpoints": 20, "p50_us": 6.00, "p99_us": 6.00}"#

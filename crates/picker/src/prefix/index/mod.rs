@@ -18,104 +18,14 @@
 //! size are equal, the holder count is non-increasing along the chain and the drops are found by
 //! bisection rather than by looking every block up.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
+mod holders;
+
 use std::mem::size_of;
+
+use holders::{Holder, HolderMap, Holders};
 
 use super::hint::{DropHints, DEPTHS};
 use super::lru::EndpointLru;
-
-/// A holder of a hash: which endpoint slot, and where the hash sits in that slot's LRU.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Holder {
-    slot: u32,
-    node: u32,
-}
-
-/// Holders of one hash, sorted by slot. Most hashes have one holder, which costs no allocation.
-#[derive(Debug)]
-enum Holders {
-    One(Holder),
-    Many(Vec<Holder>),
-}
-
-impl Holders {
-    fn as_slice(&self) -> &[Holder] {
-        match self {
-            Holders::One(h) => std::slice::from_ref(h),
-            Holders::Many(v) => v,
-        }
-    }
-
-    fn find(&self, slot: u32) -> Option<Holder> {
-        let s = self.as_slice();
-        s.binary_search_by_key(&slot, |h| h.slot)
-            .ok()
-            .and_then(|i| s.get(i).copied())
-    }
-
-    fn insert(&mut self, holder: Holder) {
-        match self {
-            Holders::One(one) => {
-                let one = *one;
-                let mut v = vec![one, holder];
-                v.sort_unstable_by_key(|h| h.slot);
-                *self = Holders::Many(v);
-            }
-            Holders::Many(v) => {
-                let at = v.partition_point(|h| h.slot < holder.slot);
-                v.insert(at, holder);
-            }
-        }
-    }
-
-    /// Removes `slot`; returns whether no holder is left.
-    fn remove(&mut self, slot: u32) -> bool {
-        match self {
-            Holders::One(one) => one.slot == slot,
-            Holders::Many(v) => {
-                if let Ok(i) = v.binary_search_by_key(&slot, |h| h.slot) {
-                    v.remove(i);
-                }
-                if let [last] = v.as_slice() {
-                    let last = *last;
-                    *self = Holders::One(last);
-                    return false;
-                }
-                v.is_empty()
-            }
-        }
-    }
-}
-
-/// Hasher for keys that are already xxh64 outputs: one multiply and a fold, instead of SipHash.
-#[derive(Debug, Clone, Copy, Default)]
-struct MixState;
-
-struct MixHasher(u64);
-
-const MIX: u64 = 0x9E37_79B9_7F4A_7C15;
-
-impl BuildHasher for MixState {
-    type Hasher = MixHasher;
-    fn build_hasher(&self) -> MixHasher {
-        MixHasher(0)
-    }
-}
-
-impl Hasher for MixHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(MIX);
-        }
-    }
-    fn write_u64(&mut self, x: u64) {
-        self.0 = (self.0 ^ x).wrapping_mul(MIX);
-    }
-    fn finish(&self) -> u64 {
-        self.0 ^ (self.0 >> 29)
-    }
-}
 
 /// Memory and occupancy of one endpoint's part of the index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,7 +53,7 @@ pub const BYTES_PER_ENTRY: usize =
 /// [`crate::EndpointId`]s to slots and reuses freed ones).
 #[derive(Debug, Default)]
 pub struct PrefixIndex {
-    holders: HashMap<u64, Holders, MixState>,
+    holders: HolderMap,
     lrus: Vec<Option<EndpointLru>>,
     hints: DropHints,
 }
@@ -374,7 +284,7 @@ impl PrefixIndex {
             let Some(lru) = lru else { continue };
             assert!(lru.len() <= lru.capacity);
             for h in lru.hashes() {
-                let holder = self.holders[&h].find(slot as u32).unwrap();
+                let holder = self.holders.get(&h).unwrap().find(slot as u32).unwrap();
                 assert_eq!(lru.hash_of(holder.node), Some(h));
                 total += 1;
             }
@@ -384,7 +294,7 @@ impl PrefixIndex {
     }
 }
 
-fn forget_holder(holders: &mut HashMap<u64, Holders, MixState>, hash: u64, slot: u32) {
+fn forget_holder(holders: &mut HolderMap, hash: u64, slot: u32) {
     if let Some(hs) = holders.get_mut(&hash) {
         if hs.remove(slot) {
             holders.remove(&hash);

@@ -68,14 +68,16 @@ fn brute_force(idx: &PrefixIndex, q: &[u64], slots: u32) -> Vec<(u32, u32)> {
         .collect()
 }
 
-/// Chains drawn from a small tree of prompts, so they share prefixes.
+/// Chains drawn from a small tree of prompts, so they share prefixes. Each hash is spread over
+/// all 64 bits by an odd multiplier (a bijection, so distinct nodes keep distinct hashes), as real
+/// block hashes are, so the index's shards (picked by the top bits) are all exercised.
 fn chain(branch: &[u8]) -> Vec<u64> {
     let mut h = 0u64;
     branch
         .iter()
         .map(|&b| {
             h = h.wrapping_mul(31).wrapping_add(u64::from(b) + 1);
-            h
+            h.wrapping_mul(0x9E37_79B9_7F4A_7C15)
         })
         .collect()
 }
