@@ -24,7 +24,22 @@ struct Redis {
 }
 
 impl Redis {
+    /// Starts a `redis-server` on a free loopback port. A port that was free when chosen is not
+    /// reserved: another process (another test's Redis, started at the same moment) may bind it
+    /// first, and then this server exits while the other one answers on the port — sharing a
+    /// server that its owner later kills. So a server counts as started only once the one that
+    /// answers reports this child's process id; otherwise it is started again on a fresh port.
     fn start() -> Redis {
+        const TRIES: usize = 5;
+        for _ in 0..TRIES {
+            if let Some(redis) = Self::try_start() {
+                return redis;
+            }
+        }
+        panic!("redis-server did not start on a port of its own in {TRIES} tries");
+    }
+
+    fn try_start() -> Option<Redis> {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -43,12 +58,19 @@ impl Redis {
                      (apt-get install -y redis-server) or set REDIS_SERVER to its path"
                 )
             });
+        // Dropping it kills the child, whatever happens below.
+        let mut redis = Redis { child, port };
         let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        loop {
+            if redis.child.try_wait().unwrap().is_some() {
+                return None; // it exited: the port was taken
+            }
+            if let Some(pid) = server_pid(port) {
+                return (pid == redis.child.id()).then_some(redis);
+            }
             assert!(Instant::now() < deadline, "redis-server did not listen");
             std::thread::sleep(Duration::from_millis(20));
         }
-        Redis { child, port }
     }
 
     fn store(&self) -> RedisStore {
@@ -57,6 +79,30 @@ impl Redis {
             Duration::from_secs(2),
         )
         .unwrap()
+    }
+}
+
+/// The process id that the Redis answering on loopback `port` reports (`INFO server`), if one
+/// answers.
+fn server_pid(port: u16) -> Option<u32> {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    conn.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    conn.write_all(b"*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n")
+        .ok()?;
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let text = String::from_utf8_lossy(&reply);
+        if let Some(rest) = text.split("process_id:").nth(1) {
+            if let Some((pid, _)) = rest.split_once("\r\n") {
+                return pid.trim().parse().ok();
+            }
+        }
+        match conn.read(&mut buf) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => reply.extend_from_slice(&buf[..n]),
+        }
     }
 }
 

@@ -18,7 +18,9 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{free_port, instant_replica, redis_server, split_response, wait_for, Running};
+use common::{
+    instant_replica, redis_server, redis_server_on_free_port, split_response, wait_for, Running,
+};
 
 fn sim() -> (Running, u16) {
     instant_replica("llama")
@@ -160,8 +162,7 @@ const TPM: u64 = 200;
 
 #[test]
 fn two_gateways_on_one_redis_never_exceed_the_tenants_limits() {
-    let redis_port = free_port();
-    let _redis = redis_server(redis_port);
+    let (_redis, redis_port) = redis_server_on_free_port();
     let (_sim, replica) = sim();
     let dir = temp_dir("rate-limits");
     // A generous store timeout: a loaded CI machine must not turn a slow answer into a
@@ -361,8 +362,7 @@ fn two_gateways_on_one_redis_never_exceed_the_tenants_limits() {
 
 #[test]
 fn when_redis_dies_fail_open_admits_and_fail_closed_refuses_and_both_recover() {
-    let redis_port = free_port();
-    let redis_proc = redis_server(redis_port);
+    let (redis_proc, redis_port) = redis_server_on_free_port();
     let (_sim, replica) = sim();
     let dir = temp_dir("rate-limits-down");
     let limits = |on_error: &str| {

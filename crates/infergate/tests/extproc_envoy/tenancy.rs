@@ -10,7 +10,7 @@ use serde_json::json;
 
 use crate::client::{chat, post, request, Reply};
 use crate::common::jwt::{auth_spec, claims, Key, MIN_GAP};
-use crate::common::{free_port, metric, redis_server, redis_token_bucket, wait_for};
+use crate::common::{metric, redis_server_on_free_port, redis_token_bucket, wait_for};
 use crate::envoy::{Envoy, Pool, Spec};
 use crate::setup::{gateway_config, one_pool, Picker, PoolDef, TempDir};
 use crate::upstream::{sse_events, Replica, SSE_EVENTS};
@@ -113,8 +113,7 @@ fn jwt_auth_through_envoy_refuses_401_and_403_serves_valid_tokens_and_takes_a_ro
 
 #[test]
 fn rate_limits_on_redis_through_envoy_answer_429_with_retry_after_and_settle_with_usage() {
-    let redis_port = free_port();
-    let _redis = redis_server(redis_port);
+    let (_redis, redis_port) = redis_server_on_free_port();
     let replica = Replica::start("a");
     // A generous store timeout: on a loaded machine the first call (connect, load the script)
     // must not miss it and fail open, which would admit a request for the wrong reason.
