@@ -9,7 +9,8 @@
 //! so one growth rehashes about `1 / SHARDS` of the index. A lookup costs one more load, of a shard
 //! header from an array of 32 KiB that stays in cache. (4,096 shards made the dispatch's median
 //! slower at 5,000 endpoints, their 128 KiB of headers competing for the cache, and stalled no
-//! less: what is left of the slowest dispatch is the allocator committing fresh memory.)
+//! less: what is left of the slowest dispatch is, most likely, the allocator committing fresh
+//! memory.)
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
