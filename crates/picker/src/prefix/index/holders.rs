@@ -2,15 +2,15 @@
 //! never stops a request for long.
 //!
 //! One hashbrown table grows by doubling, and a doubling rehashes every entry while the caller
-//! waits: at 5,000 endpoints the index holds tens of millions of hashes, and one such doubling
+//! waits: at 5,000 endpoints the index holds millions of hashes, and one such doubling
 //! inside a dispatch took 1.7 s in `infergate bench --picker` — under the pool's picker lock, so
 //! every request of the pool waited with it. Here the hashes are spread over [`SHARDS`] tables by
 //! their top bits (block hashes are xxh64 outputs, uniform in every bit), each growing on its own,
 //! so one growth rehashes about `1 / SHARDS` of the index. A lookup costs one more load, of a shard
 //! header from an array of 32 KiB that stays in cache. (4,096 shards made the dispatch's median
-//! slower at 5,000 endpoints, their 128 KiB of headers competing for the cache, and stalled no
-//! less: what is left of the slowest dispatch is, most likely, the allocator committing fresh
-//! memory.)
+//! slower at 5,000 endpoints, probably as their 128 KiB of headers compete for the cache, and
+//! stalled no less: what is left of the slowest dispatch is, most likely, the allocator committing
+//! fresh memory.)
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
