@@ -114,12 +114,10 @@ const SHARD_SHIFT: u32 = u64::BITS - SHARDS.trailing_zeros();
 
 /// Block hash → holders, in [`SHARDS`] independently growing tables (see the module docs).
 ///
-/// Invariant: a hash lives only in shard `shard_of(hash)`, and `len` is the sum of the shards'
-/// lengths.
+/// Invariant: a hash lives only in shard `shard_of(hash)`.
 #[derive(Debug)]
 pub(super) struct HolderMap {
     shards: Vec<HashMap<u64, Holders, MixState>>,
-    len: usize,
 }
 
 impl Default for HolderMap {
@@ -127,7 +125,6 @@ impl Default for HolderMap {
         Self {
             // Empty tables allocate nothing: only the headers are paid for up front.
             shards: (0..SHARDS).map(|_| HashMap::default()).collect(),
-            len: 0,
         }
     }
 }
@@ -153,26 +150,22 @@ impl HolderMap {
         self.shard(*hash).is_some_and(|s| s.contains_key(hash))
     }
 
-    /// Inserts a hash not held yet (an existing entry is replaced, and not counted twice).
+    /// Inserts `hash`, replacing its entry if it has one.
     pub(super) fn insert(&mut self, hash: u64, holders: Holders) {
         if let Some(shard) = self.shards.get_mut(shard_of(hash)) {
-            if shard.insert(hash, holders).is_none() {
-                self.len += 1;
-            }
+            shard.insert(hash, holders);
         }
     }
 
     pub(super) fn remove(&mut self, hash: &u64) {
         if let Some(shard) = self.shards.get_mut(shard_of(*hash)) {
-            if shard.remove(hash).is_some() {
-                self.len -= 1;
-            }
+            shard.remove(hash);
         }
     }
 
-    /// Distinct hashes held.
+    /// Distinct hashes held: a walk over the shards, for statistics, not the request path.
     pub(super) fn len(&self) -> usize {
-        self.len
+        self.shards.iter().map(HashMap::len).sum()
     }
 
     /// The largest number of entries any one shard holds: what one growth rehashes at most.
