@@ -8,109 +8,25 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use infergate_flow::limit::{Bucket, Charge, LimitKind, LocalStore, Taken};
 use infergate_gateway::ratelimit::redis::RedisStore;
 use infergate_gateway::ratelimit::resp::Value;
 use proptest::prelude::*;
 
-/// A `redis-server` on a free loopback port, killed when dropped.
-struct Redis {
-    child: Child,
-    port: u16,
+mod support {
+    pub mod redis_server;
 }
+use support::redis_server::RedisServer;
 
-impl Redis {
-    /// Starts a `redis-server` on a free loopback port. A port that was free when chosen is not
-    /// reserved: another process (another test's Redis, started at the same moment) may bind it
-    /// first, and then this server exits while the other one answers on the port — sharing a
-    /// server that its owner later kills. So a server counts as started only once the one that
-    /// answers reports this child's process id; otherwise it is started again on a fresh port.
-    fn start() -> Redis {
-        const TRIES: usize = 5;
-        for _ in 0..TRIES {
-            if let Some(redis) = Self::try_start() {
-                return redis;
-            }
-        }
-        panic!("redis-server did not start on a port of its own in {TRIES} tries");
-    }
-
-    fn try_start() -> Option<Redis> {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let bin = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned());
-        let child = Command::new(&bin)
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!(
-                    "cannot start `{bin}` ({e}): these tests need a real Redis; install it \
-                     (apt-get install -y redis-server) or set REDIS_SERVER to its path"
-                )
-            });
-        // Dropping it kills the child, whatever happens below.
-        let mut redis = Redis { child, port };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if redis.child.try_wait().unwrap().is_some() {
-                return None; // it exited: the port was taken
-            }
-            if let Some(pid) = server_pid(port) {
-                return (pid == redis.child.id()).then_some(redis);
-            }
-            assert!(Instant::now() < deadline, "redis-server did not listen");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn store(&self) -> RedisStore {
-        RedisStore::new(
-            &format!("redis://127.0.0.1:{}", self.port),
-            Duration::from_secs(2),
-        )
-        .unwrap()
-    }
-}
-
-/// The process id that the Redis answering on loopback `port` reports (`INFO server`), if one
-/// answers.
-fn server_pid(port: u16) -> Option<u32> {
-    use std::io::{Read, Write};
-    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    conn.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    conn.write_all(b"*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n")
-        .ok()?;
-    let mut reply = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        let text = String::from_utf8_lossy(&reply);
-        if let Some(rest) = text.split("process_id:").nth(1) {
-            if let Some((pid, _)) = rest.split_once("\r\n") {
-                return pid.trim().parse().ok();
-            }
-        }
-        match conn.read(&mut buf) {
-            Ok(0) | Err(_) => return None,
-            Ok(n) => reply.extend_from_slice(&buf[..n]),
-        }
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A store on `redis`.
+fn store_on(redis: &RedisServer) -> RedisStore {
+    RedisStore::new(
+        &format!("redis://127.0.0.1:{}", redis.port()),
+        Duration::from_secs(2),
+    )
+    .unwrap()
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -165,9 +81,9 @@ fn op() -> impl Strategy<Value = Op> {
 
 #[test]
 fn the_script_decides_exactly_what_the_rust_decides() {
-    let redis = Redis::start();
+    let redis = RedisServer::on_free_port();
     let rt = runtime();
-    let store = redis.store();
+    let store = store_on(&redis);
     // Keys written on the caller's clock never expire: each case gets tenants of its own.
     let cases = std::sync::atomic::AtomicU64::new(0);
     proptest!(ProptestConfig::with_cases(48), |(ops in prop::collection::vec(op(), 1..60), start in 0..2_000_000_000_000u64)| {
@@ -215,9 +131,9 @@ fn the_script_decides_exactly_what_the_rust_decides() {
 
 #[test]
 fn on_its_own_clock_redis_expires_drained_buckets_and_reloads_a_forgotten_script() {
-    let redis = Redis::start();
+    let redis = RedisServer::on_free_port();
     let rt = runtime();
-    let store = redis.store();
+    let store = store_on(&redis);
     let per_second = |n| Charge {
         kind: LimitKind::Requests,
         bucket: Bucket::per_second(n).unwrap(),

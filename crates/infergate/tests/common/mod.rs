@@ -9,6 +9,11 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 pub mod jwt;
+// The gateway's tests start Redis this way too; one file, so both stay careful alike.
+#[path = "../../../gateway/tests/support/redis_server.rs"]
+mod redis_server_support;
+
+pub use redis_server_support::RedisServer;
 
 /// The `infergate` binary under test.
 pub fn infergate() -> Command {
@@ -131,86 +136,20 @@ pub fn split_response(raw: &str) -> (u16, Vec<(String, String)>, &str) {
     (status, headers, body)
 }
 
-/// A real `redis-server` on a free loopback port, nothing persisted, and that port.
-///
-/// A port that was free when chosen is not reserved: another test's server, started at the same
-/// moment, may bind it first, and then this one exits while the other answers on the port — a
-/// server shared with a test that will kill it. So a server counts as started only once the one
-/// answering reports this child's process id; otherwise it starts again on a fresh port.
-pub fn redis_server_on_free_port() -> (Running, u16) {
-    const TRIES: usize = 5;
-    for _ in 0..TRIES {
-        let port = free_port();
-        if let Some(running) = try_redis_server(port) {
-            return (running, port);
-        }
-    }
-    panic!("redis-server did not start on a port of its own in {TRIES} tries");
+/// A real `redis-server` on a free loopback port of its own (see [`RedisServer::on_free_port`]),
+/// and that port.
+pub fn redis_server_on_free_port() -> (RedisServer, u16) {
+    let server = RedisServer::on_free_port();
+    let port = server.port();
+    (server, port)
 }
 
 /// A real `redis-server` on loopback `port` (one this test has just freed, say to restart its
-/// server), nothing persisted; waits until it listens, and fails if another process answers there.
-pub fn redis_server(port: u16) -> Running {
-    try_redis_server(port).unwrap_or_else(|| {
+/// server); fails if another process answers there.
+pub fn redis_server(port: u16) -> RedisServer {
+    RedisServer::on_port(port).unwrap_or_else(|| {
         panic!("redis-server could not take port {port}: another process has it")
     })
-}
-
-/// Starts `redis-server` (`REDIS_SERVER` names the binary when it is not on the PATH) on `port`
-/// and waits until it answers there; `None` when it exited or another server answers instead.
-fn try_redis_server(port: u16) -> Option<Running> {
-    let bin = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned());
-    let child = Command::new(&bin)
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "no"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!(
-                "cannot start `{bin}` ({e}): these tests need a real Redis; install it \
-                 (apt-get install -y redis-server) or set REDIS_SERVER to its path"
-            )
-        });
-    // Dropping it kills the child, whatever happens below.
-    let mut running = Running(child);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if running.0.try_wait().unwrap().is_some() {
-            return None; // it exited: the port was taken
-        }
-        if let Some(pid) = redis_pid(port) {
-            return (pid == running.0.id()).then_some(running);
-        }
-        assert!(
-            Instant::now() < deadline,
-            "redis-server did not listen on {port}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// The process id that the Redis answering on loopback `port` reports (`INFO server`), if one
-/// answers.
-fn redis_pid(port: u16) -> Option<u32> {
-    let mut conn = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    conn.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    conn.write_all(b"*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n")
-        .ok()?;
-    let mut reply = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        let text = String::from_utf8_lossy(&reply);
-        if let Some(rest) = text.split("process_id:").nth(1) {
-            if let Some((pid, _)) = rest.split_once("\r\n") {
-                return pid.trim().parse().ok();
-            }
-        }
-        match conn.read(&mut buf) {
-            Ok(0) | Err(_) => return None,
-            Ok(n) => reply.extend_from_slice(&buf[..n]),
-        }
-    }
 }
 
 /// One command to the Redis on loopback `port`; its raw RESP reply.
