@@ -15,6 +15,11 @@
 //! `--budgets` (`max_num_batched_tokens`), `--max-num-seqs`, `--prefill` (pending prefill
 //! tokens read as a full queue), `--running` (running requests at saturation 1 for the bands
 //! below Critical) and `--standard-ttl-ms` (Standard's queue TTL).
+//!
+//! `--without-sheddable` drops the Sheddable requests from the arrivals, keeping every Critical
+//! and Standard one where it was: the servers then carry exactly the load a gateway that serves
+//! all Critical and Standard traffic (and no Sheddable) must put on them, which shows what the
+//! fleet itself allows Critical at that load, whatever the gateway does.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -22,6 +27,7 @@ use infergate_bench::report::{median_over_seeds, summarize, PolicyResult};
 use infergate_bench::runner::{run_tuned, RunOptions, Tuning};
 use infergate_bench::scenario;
 use infergate_bench::suite::offered;
+use infergate_config::gateway::Band;
 use infergate_picker::Policy;
 use std::time::Duration;
 
@@ -95,6 +101,7 @@ fn main() {
         .parse()
         .expect("a seed count");
     let duration = Duration::from_secs(list(&args, "--duration", "120")[0].parse().unwrap());
+    let without_sheddable = args.iter().any(|a| a == "--without-sheddable");
 
     let mut scenario = scenario::by_id("priority-overload-8b-vllm-priority").unwrap();
     let base = offered(&scenario).unwrap();
@@ -106,9 +113,13 @@ fn main() {
         let rate = base.capacity_rps * load;
         let arrivals: Vec<_> = (1..=seeds)
             .map(|seed| {
-                scenario
+                let mut requests = scenario
                     .requests(rate, duration, base.max_model_len, seed)
-                    .unwrap()
+                    .unwrap();
+                if without_sheddable {
+                    requests.retain(|r| r.band != Some(Band::Sheddable));
+                }
+                requests
             })
             .collect();
         for (label, tuning) in variants(&args) {
@@ -136,8 +147,10 @@ fn main() {
                 }
                 running.sort_by(f64::total_cmp);
                 let r = median_over_seeds(&results).unwrap();
-                let band = |name: &str| r.bands.iter().find(|b| b.band == name).unwrap();
-                let (c, s, sh) = (band("Critical"), band("Standard"), band("Sheddable"));
+                let band = |name: &str| r.bands.iter().find(|b| b.band == name);
+                let (c, s) = (band("Critical").unwrap(), band("Standard").unwrap());
+                // Absent with --without-sheddable.
+                let (shed, sheddable) = band("Sheddable").map_or((0, 0), |b| (b.shed, b.requests));
                 println!(
                     "| {load} | {} | {policy} | {:.0} ms | {:.0} ms | {} | {:.0} ms | {} of {} | {} of {} | {:.1} ms | {:.0} | {:.2} |",
                     if label.is_empty() { "defaults" } else { &label },
@@ -147,8 +160,8 @@ fn main() {
                     s.ttft_ms.p99,
                     s.errors + s.shed,
                     s.requests,
-                    sh.shed,
-                    sh.requests,
+                    shed,
+                    sheddable,
                     r.itl_ms.p50,
                     running[running.len() / 2],
                     r.goodput_rps,
