@@ -21,7 +21,7 @@
 //! # ).unwrap().resolve().unwrap();
 //!
 //! let mut flow = FlowController::new(infergate_flow::FlowConfig::from_resolved(&resolved.flow_control));
-//! let detector = Detector::from_resolved(&resolved.flow_control.saturation);
+//! let detector = Detector::from_resolved(&resolved.flow_control);
 //! let t = Duration::from_secs(1);
 //! // One endpoint with 5 waiting requests: saturation 1, the Standard ceiling.
 //! let busy = EndpointLoad {

@@ -20,25 +20,26 @@
 
 use std::time::Duration;
 
-use infergate_config::gateway::{Band, ResolvedSaturation};
+use infergate_config::gateway::{defaults, Band, ResolvedFlowControl};
 
-/// Mean pool saturation up to which a band may dispatch.
-///
-/// Sheddable and Standard stop at 1 (upstream sheds sheddable requests at pool saturation ≥ 1;
-/// Standard waits in the gateway's queue instead). Critical may push the pool to twice the
-/// thresholds before it waits too: the headroom between the two is what lets a Critical request
-/// go out at once while Standard traffic holds the pool at its ceiling, and the bound above it
-/// keeps a Critical flood from growing the model servers' own queues without limit.
+use crate::config::band_index;
+
+/// The default mean pool saturation up to which a band may dispatch
+/// (`spec.flowControl.bands[].saturationCeiling`): Critical 2, Standard 1, Sheddable 0.75.
+/// [`defaults::saturation_ceiling`] says why.
 ///
 /// Invariant: the ceilings never increase from Critical to Sheddable, so a band that cannot
-/// dispatch implies that no lower band can either.
+/// dispatch implies that no lower band can either (configured ceilings are validated to keep it).
 pub fn ceiling(band: Band) -> f64 {
-    match band {
-        Band::Critical => 2.0,
-        Band::Standard => 1.0,
-        Band::Sheddable => 1.0,
-    }
+    defaults::saturation_ceiling(band)
 }
+
+/// The default ceilings, indexed Critical, Standard, Sheddable.
+const DEFAULT_CEILINGS: [f64; 3] = [
+    defaults::saturation_ceiling(Band::Critical),
+    defaults::saturation_ceiling(Band::Standard),
+    defaults::saturation_ceiling(Band::Sheddable),
+];
 
 /// One endpoint's load as the detector reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -63,6 +64,8 @@ pub struct Detector {
     staleness: Duration,
     /// Running requests at saturation 1 for the bands below Critical, if counted.
     running: Option<f64>,
+    /// Each band's ceiling, Critical, Standard, Sheddable. Invariant: non-increasing.
+    ceilings: [f64; 3],
 }
 
 impl Detector {
@@ -75,7 +78,16 @@ impl Detector {
             kv_cache: kv_cache.max(f64::MIN_POSITIVE),
             staleness,
             running: None,
+            ceilings: DEFAULT_CEILINGS,
         }
+    }
+
+    /// The same detector with the bands' ceilings `[Critical, Standard, Sheddable]` instead of
+    /// the defaults. Invariant: the caller passes non-increasing, positive, finite ceilings
+    /// (the config's validation ensures it).
+    pub fn with_ceilings(mut self, ceilings: [f64; 3]) -> Self {
+        self.ceilings = ceilings;
+        self
     }
 
     /// The same detector, also counting each endpoint's running requests against `threshold`
@@ -86,14 +98,17 @@ impl Detector {
         self
     }
 
-    /// The detector `spec.flowControl.saturation` describes.
-    pub fn from_resolved(s: &ResolvedSaturation) -> Self {
+    /// The detector `spec.flowControl` describes: its `saturation` thresholds and each band's
+    /// `saturationCeiling`.
+    pub fn from_resolved(f: &ResolvedFlowControl) -> Self {
+        let s = &f.saturation;
         Self::new(
             f64::from(s.queue_depth_threshold.value),
             s.kv_cache_threshold.value,
             s.metrics_staleness_threshold.value,
         )
         .with_running_threshold(s.running_requests_threshold.map(f64::from))
+        .with_ceilings(f.bands.map(|b| b.saturation_ceiling.value))
     }
 
     /// Metrics older than this are left out.
@@ -166,6 +181,7 @@ impl Detector {
                 0.0
             },
             queue_depth: self.queue_depth,
+            ceilings: self.ceilings,
         }
     }
 }
@@ -190,6 +206,8 @@ pub struct PoolState {
     pub queue_spread: f64,
     /// The queue-depth threshold the saturation was measured against.
     pub queue_depth: f64,
+    /// The detector's band ceilings, Critical, Standard, Sheddable.
+    pub ceilings: [f64; 3],
 }
 
 impl PoolState {
@@ -203,6 +221,7 @@ impl PoolState {
             waiting: 0.0,
             queue_spread: 0.0,
             queue_depth: 1.0,
+            ceilings: DEFAULT_CEILINGS,
         }
     }
 
@@ -218,7 +237,7 @@ impl PoolState {
         self.fresh as f64 * self.queue_depth * (ceiling - self.saturation)
     }
 
-    /// [`Self::headroom`] for `band` under its [`ceiling`], measured from the saturation that
+    /// [`Self::headroom`] for `band` under its ceiling ([`Self::ceilings`]), measured from the saturation that
     /// band is held against: `saturation` for Critical, `lower_saturation` below it. Each request
     /// still counts as one more waiting request, so between observations the running signal is
     /// credited at the queue's rate, not its own.
@@ -227,7 +246,7 @@ impl PoolState {
             Band::Critical => self.saturation,
             Band::Standard | Band::Sheddable => self.lower_saturation,
         };
-        self.fresh as f64 * self.queue_depth * (ceiling(band) - saturation)
+        self.fresh as f64 * self.queue_depth * (self.ceilings[band_index(band)] - saturation)
     }
 }
 
@@ -304,10 +323,10 @@ mod tests {
         assert!((s.saturation - 0.5).abs() < 1e-12);
         assert!((s.lower_saturation - 1.0).abs() < 1e-12);
         assert_eq!(s.saturated, 0);
-        // Standard and Sheddable are at their ceiling; Critical keeps its headroom:
-        // 2 endpoints × 5 × (2 − 0.5).
+        // Standard is at its ceiling and Sheddable over its own (2 endpoints × 5 × (0.75 − 1));
+        // Critical keeps its headroom: 2 endpoints × 5 × (2 − 0.5).
         assert!(s.band_headroom(Band::Standard).abs() < 1e-9);
-        assert!(s.band_headroom(Band::Sheddable).abs() < 1e-9);
+        assert!((s.band_headroom(Band::Sheddable) + 2.5).abs() < 1e-9);
         assert!((s.band_headroom(Band::Critical) - 15.0).abs() < 1e-9);
         // Without the threshold the running count is not read at all.
         let plain = detector().observe([batch(150.0), batch(30.0)]);
@@ -328,16 +347,39 @@ mod tests {
             running: Some(150.0),
             ..load(1.0, 0.4)
         };
-        let resolved = |running| ResolvedSaturation {
-            queue_depth_threshold: Setting::set(5),
-            kv_cache_threshold: Setting::set(0.8),
-            metrics_staleness_threshold: Setting::set(200 * MS),
-            running_requests_threshold: running,
+        let resolved = |running| {
+            let mut f = ResolvedFlowControl::default();
+            f.saturation.running_requests_threshold = running;
+            f
         };
         let on = Detector::from_resolved(&resolved(Some(100)));
         assert_eq!(on.lower_score(&batch), Some(1.5));
         let off = Detector::from_resolved(&resolved(None));
         assert_eq!(off.lower_score(&batch), Some(0.5));
+        assert_eq!(off, detector());
+        let mut tighter = resolved(None);
+        tighter.bands[2].saturation_ceiling = Setting::set(0.5);
+        assert_ne!(Detector::from_resolved(&tighter), detector());
+    }
+
+    #[test]
+    fn each_band_is_held_at_its_own_ceiling() {
+        // One endpoint, 3 waiting of 5: saturation 0.6.
+        let at = |d: Detector| d.observe([load(3.0, 0.1)]);
+        let s = at(detector());
+        assert!((s.band_headroom(Band::Critical) - 7.0).abs() < 1e-9);
+        assert!((s.band_headroom(Band::Standard) - 2.0).abs() < 1e-9);
+        // The default Sheddable ceiling, 0.75: 5 × 0.15 left.
+        assert!((s.band_headroom(Band::Sheddable) - 0.75).abs() < 1e-9);
+        let s = at(detector().with_ceilings([3.0, 0.6, 0.2]));
+        assert!((s.band_headroom(Band::Critical) - 12.0).abs() < 1e-9);
+        assert!(s.band_headroom(Band::Standard).abs() < 1e-9);
+        assert!((s.band_headroom(Band::Sheddable) + 2.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn sheddable_stops_below_standard_by_default() {
+        assert!(ceiling(Band::Sheddable) < ceiling(Band::Standard));
     }
 
     #[test]

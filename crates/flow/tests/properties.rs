@@ -121,11 +121,16 @@ struct Model {
 
 impl Model {
     /// Counts a dispatch of `band` at `now`, checking the pool was below the band's ceiling:
-    /// the band's saturation ceiling (Critical 2, the others 1) over one endpoint with a
+    /// the band's default saturation ceiling (Critical 2, Standard 1, Sheddable 0.75) over one
+    /// endpoint with a
     /// queue-depth threshold of 5, unless the observation is missing or a second old.
     fn dispatch(&mut self, band: Band, now: Duration) {
         if let Some((saturation, at)) = self.observed.filter(|&(_, at)| now - at < ms(1_000)) {
-            let ceiling = if band == Band::Critical { 2.0 } else { 1.0 };
+            let ceiling = match band {
+                Band::Critical => 2.0,
+                Band::Standard => 1.0,
+                Band::Sheddable => 0.75,
+            };
             let headroom = 5.0 * (ceiling - saturation);
             assert!(
                 headroom > self.credit as f64,

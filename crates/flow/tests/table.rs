@@ -86,6 +86,36 @@ fn at_the_ceiling_standard_waits_sheddable_is_shed_and_critical_goes() {
 }
 
 #[test]
+fn sheddable_stops_a_quarter_of_the_threshold_before_standard() {
+    let mut f = FlowController::new(roomy());
+    // Saturation 0.6: under the Sheddable ceiling (0.75) by 0.75 of a request.
+    f.observe(pool_at(0.6), ms(0));
+    assert_eq!(
+        f.enqueue(req(1, Sheddable, "t", 10), ms(0)),
+        Ok(Admission::DispatchNow)
+    );
+    // That one took the room: the next Sheddable request is shed, Standard still goes.
+    assert!(matches!(
+        f.enqueue(req(2, Sheddable, "t", 10), ms(0)),
+        Ok(Admission::Rejected(_))
+    ));
+    assert_eq!(
+        f.enqueue(req(3, Standard, "t", 10), ms(0)),
+        Ok(Admission::DispatchNow)
+    );
+    // Between the two ceilings: Standard goes while Sheddable is shed.
+    f.observe(pool_at(0.8), ms(10));
+    assert!(matches!(
+        f.enqueue(req(4, Sheddable, "t", 10), ms(10)),
+        Ok(Admission::Rejected(r)) if r.reason.as_str() == "rejected-saturated"
+    ));
+    assert_eq!(
+        f.enqueue(req(5, Standard, "t", 10), ms(10)),
+        Ok(Admission::DispatchNow)
+    );
+}
+
+#[test]
 fn completions_release_queued_requests_critical_first() {
     let mut f = FlowController::new(roomy());
     f.observe(pool_at(2.0), ms(0));

@@ -88,7 +88,7 @@ impl Admission {
         Self {
             pool: pool.to_owned(),
             clock: Clock::new(),
-            detector: Detector::from_resolved(&config.flow_control.saturation),
+            detector: Detector::from_resolved(&config.flow_control),
             state: Mutex::new(State {
                 flow: FlowController::new(settings),
                 waiters: HashMap::new(),

@@ -405,10 +405,11 @@ fn fmt_flow(f: &mut Formatter<'_>, fc: &ResolvedFlowControl) -> fmt::Result {
             f,
             &format!("  {}", b.band),
             format!(
-                "maxQueueRequests {}, maxQueueBytes {}, queueTtl {}",
+                "maxQueueRequests {}, maxQueueBytes {}, queueTtl {}, saturationCeiling {}",
                 b.max_queue_requests,
                 b.max_queue_bytes,
-                dur(b.queue_ttl)
+                dur(b.queue_ttl),
+                b.saturation_ceiling
             ),
         )?;
     }

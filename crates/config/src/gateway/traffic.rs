@@ -150,7 +150,7 @@ impl Fairness {
 }
 
 /// `spec.flowControl.bands[]`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct BandSpec {
     /// Which band.
@@ -164,6 +164,10 @@ pub struct BandSpec {
     /// Queue TTL of this band (default the global one).
     #[serde(default)]
     pub queue_ttl: Option<GatewayDuration>,
+    /// Mean pool saturation up to which this band dispatches (default
+    /// [`super::defaults::saturation_ceiling`]).
+    #[serde(default)]
+    pub saturation_ceiling: Option<f64>,
 }
 
 /// `spec.flowControl.saturation`: an endpoint's saturation is

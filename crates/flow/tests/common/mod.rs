@@ -36,8 +36,9 @@ pub fn roomy() -> FlowConfig {
     config(1_000, 1 << 30, Duration::from_secs(10))
 }
 
-/// One fresh endpoint at `saturation`, with a queue-depth threshold of 5: the Standard ceiling
-/// leaves `5 × (1 − saturation)` requests of headroom, the Critical one `5 × (2 − saturation)`.
+/// One fresh endpoint at `saturation`, with a queue-depth threshold of 5 and the default
+/// ceilings: the Standard ceiling leaves `5 × (1 − saturation)` requests of headroom, the
+/// Critical one `5 × (2 − saturation)`, the Sheddable one `5 × (0.75 − saturation)`.
 pub fn pool_at(saturation: f64) -> PoolState {
     PoolState {
         fresh: 1,
@@ -47,6 +48,7 @@ pub fn pool_at(saturation: f64) -> PoolState {
         waiting: 5.0 * saturation,
         queue_spread: 0.0,
         queue_depth: 5.0,
+        ceilings: Band::ALL.map(infergate_flow::ceiling),
     }
 }
 

@@ -79,7 +79,7 @@ pub struct ResolvedFlowControl {
 }
 
 /// One band's limits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ResolvedBand {
     /// Which.
     pub band: Band,
@@ -89,6 +89,8 @@ pub struct ResolvedBand {
     pub max_queue_bytes: Setting<u64>,
     /// Queue TTL.
     pub queue_ttl: Setting<Duration>,
+    /// Mean pool saturation up to which the band dispatches.
+    pub saturation_ceiling: Setting<f64>,
 }
 
 /// Saturation detector thresholds.
@@ -131,6 +133,10 @@ impl ResolvedFlowControl {
                     Some(t) => Setting::set(t.get()),
                     None => queue_ttl,
                 },
+                saturation_ceiling: Setting::or(
+                    spec.and_then(|b| b.saturation_ceiling),
+                    defaults::saturation_ceiling(band),
+                ),
             }
         };
         let s = f.saturation.clone().unwrap_or_default();

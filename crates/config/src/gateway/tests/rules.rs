@@ -353,16 +353,45 @@ fn every_rule_names_the_field_it_refuses() {
             "spec.flowControl.bands[1].name",
             Box::new(|c| {
                 let band = BandSpec {
-                    name: Band::Sheddable,
                     max_queue_requests: Some(10),
-                    max_queue_bytes: None,
-                    queue_ttl: None,
+                    ..band_ceiling(Band::Sheddable, None)
                 };
                 c.spec.flow_control = Some(FlowControl {
                     bands: vec![band.clone(), band],
                     ..FlowControl::default()
                 });
             }),
+        ),
+        (
+            "spec.flowControl.bands[0].saturationCeiling",
+            Box::new(|c| with_bands(c, vec![band_ceiling(Band::Sheddable, Some(0.0))])),
+        ),
+        (
+            "spec.flowControl.bands[0].saturationCeiling",
+            Box::new(|c| with_bands(c, vec![band_ceiling(Band::Standard, Some(f64::NAN))])),
+        ),
+        // Above Standard's default ceiling (1): Sheddable would dispatch where Standard waits.
+        (
+            "spec.flowControl.bands[0].saturationCeiling",
+            Box::new(|c| with_bands(c, vec![band_ceiling(Band::Sheddable, Some(1.5))])),
+        ),
+        // Standard above a configured Critical: the lower band's entry is named.
+        (
+            "spec.flowControl.bands[1].saturationCeiling",
+            Box::new(|c| {
+                with_bands(
+                    c,
+                    vec![
+                        band_ceiling(Band::Critical, Some(1.2)),
+                        band_ceiling(Band::Standard, Some(1.5)),
+                    ],
+                )
+            }),
+        ),
+        // Critical lowered under Standard's default: Critical's entry is named.
+        (
+            "spec.flowControl.bands[0].saturationCeiling",
+            Box::new(|c| with_bands(c, vec![band_ceiling(Band::Critical, Some(0.9))])),
         ),
         (
             "spec.flowControl.saturation.kvCacheThreshold",
@@ -553,4 +582,40 @@ fn every_rule_names_the_field_it_refuses() {
         let (got, message) = refused(&c);
         assert_eq!(got, field, "{message}");
     }
+}
+
+/// A `bands[]` entry setting only `saturationCeiling`.
+fn band_ceiling(name: Band, saturation_ceiling: Option<f64>) -> BandSpec {
+    BandSpec {
+        name,
+        max_queue_requests: None,
+        max_queue_bytes: None,
+        queue_ttl: None,
+        saturation_ceiling,
+    }
+}
+
+fn with_bands(c: &mut InferenceGatewayConfig, bands: Vec<BandSpec>) {
+    c.spec.flow_control = Some(FlowControl {
+        bands,
+        ..FlowControl::default()
+    });
+}
+
+#[test]
+fn ceilings_that_descend_from_critical_are_accepted() {
+    let mut c = base();
+    with_bands(
+        &mut c,
+        vec![
+            band_ceiling(Band::Sheddable, Some(1.0)),
+            band_ceiling(Band::Critical, Some(3.0)),
+        ],
+    );
+    let resolved = resolve(&c).unwrap();
+    let ceilings = resolved
+        .flow_control
+        .bands
+        .map(|b| b.saturation_ceiling.value);
+    assert_eq!(ceilings, [3.0, 1.0, 1.0]);
 }

@@ -29,6 +29,7 @@ fn the_standalone_extensions_load_from_yaml() {
     tenantWeights: {team-a: 3}
     bands:
       - {name: Critical, maxQueueRequests: 50, queueTtl: 1m}
+      - {name: Sheddable, saturationCeiling: 0.5}
     saturation: {queueDepthThreshold: 8, kvCacheThreshold: 0.9, metricsStalenessThreshold: 500ms, runningRequestsThreshold: 120}
   rateLimits:
     store: redis://127.0.0.1:6379/0
@@ -70,6 +71,9 @@ fn the_standalone_extensions_load_from_yaml() {
         Setting::set(std::time::Duration::from_secs(10))
     );
     assert_eq!(fc.bands[2].max_queue_requests, Setting::default_value(1024));
+    assert_eq!(fc.bands[2].saturation_ceiling, Setting::set(0.5));
+    assert_eq!(fc.bands[0].saturation_ceiling, Setting::default_value(2.0));
+    assert_eq!(fc.bands[1].saturation_ceiling, Setting::default_value(1.0));
     assert_eq!(fc.saturation.running_requests_threshold, Some(120));
     let rl = gw.rate_limits.as_ref().unwrap();
     assert_eq!(

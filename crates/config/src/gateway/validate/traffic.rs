@@ -7,7 +7,7 @@ use crate::gateway::defaults::limits;
 use crate::gateway::error::invalid;
 use crate::gateway::lora::check_name;
 use crate::gateway::traffic::{
-    Fairness, FlowControl, IdentitySource, RateLimit, RateLimitStore, RateLimits, Stickiness,
+    Band, Fairness, FlowControl, IdentitySource, RateLimit, RateLimitStore, RateLimits, Stickiness,
 };
 use crate::gateway::types::GatewaySpec;
 
@@ -117,7 +117,16 @@ fn check_flow(f: &FlowControl) -> Result {
         if b.queue_ttl.is_some_and(|t| t.is_zero()) {
             return Err(invalid(at("queueTtl"), "must be more than 0s"));
         }
+        if let Some(c) = b.saturation_ceiling {
+            if !(c.is_finite() && c > 0.0) {
+                return Err(invalid(
+                    at("saturationCeiling"),
+                    format!("must be a number above 0, got {c}"),
+                ));
+            }
+        }
     }
+    check_ceilings_descend(f)?;
     if let Some(s) = &f.saturation {
         if s.queue_depth_threshold == Some(0) {
             return Err(invalid(
@@ -143,6 +152,40 @@ fn check_flow(f: &FlowControl) -> Result {
             return Err(invalid(
                 at("saturation.metricsStalenessThreshold"),
                 "must be more than 0s",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A lower band may not dispatch at a saturation where a higher one waits: strict priority
+/// rests on it (a band that cannot dispatch implies no lower band can). Checked on the ceilings
+/// in effect, configured or default; the error names the configured entry that breaks it.
+fn check_ceilings_descend(f: &FlowControl) -> Result {
+    let configured = |band: Band| {
+        f.bands
+            .iter()
+            .position(|b| b.name == band && b.saturation_ceiling.is_some())
+    };
+    let effective = |band: Band| {
+        f.bands
+            .iter()
+            .find(|b| b.name == band)
+            .and_then(|b| b.saturation_ceiling)
+            .unwrap_or(crate::gateway::defaults::saturation_ceiling(band))
+    };
+    for pair in Band::ALL.windows(2) {
+        let (higher, lower) = (pair[0], pair[1]);
+        let (h, l) = (effective(higher), effective(lower));
+        if l > h {
+            // Name the lower band's entry if it was configured, else the higher band's.
+            let i = configured(lower).or(configured(higher)).unwrap_or(0);
+            return Err(invalid(
+                format!("spec.flowControl.bands[{i}].saturationCeiling"),
+                format!(
+                    "{lower}'s ceiling ({l}) is above {higher}'s ({h}); a lower band may not \
+                     dispatch where a higher one waits"
+                ),
             ));
         }
     }
