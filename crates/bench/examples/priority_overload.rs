@@ -14,7 +14,8 @@
 //! Every list is comma-separated; `none` keeps the default. Variants are every combination of
 //! `--budgets` (`max_num_batched_tokens`), `--max-num-seqs`, `--prefill` (pending prefill
 //! tokens read as a full queue), `--running` (running requests at saturation 1 for the bands
-//! below Critical) and `--standard-ttl-ms` (Standard's queue TTL).
+//! below Critical), `--standard-ttl-ms` (Standard's queue TTL) and `--sheddable-ceiling`
+//! (the Sheddable band's saturation ceiling, in hundredths: `75` is the default 0.75).
 //!
 //! `--without-sheddable` drops the Sheddable requests from the arrivals, keeping every Critical
 //! and Standard one where it was: the servers then carry exactly the load a gateway that serves
@@ -50,7 +51,7 @@ type Knob = (&'static str, &'static str, fn(&mut Tuning, u64));
 /// Every combination of the lists' values, as tunings with their labels.
 fn variants(args: &[String]) -> Vec<(String, Tuning)> {
     let mut out = vec![(String::new(), Tuning::default())];
-    let knobs: [Knob; 5] = [
+    let knobs: [Knob; 6] = [
         ("--budgets", "budget", |t, v| {
             t.max_num_batched_tokens = Some(v as u32)
         }),
@@ -65,6 +66,9 @@ fn variants(args: &[String]) -> Vec<(String, Tuning)> {
         }),
         ("--standard-ttl-ms", "Standard TTL ms", |t, v| {
             t.standard_queue_ttl = Some(Duration::from_millis(v))
+        }),
+        ("--sheddable-ceiling", "Sheddable ceiling /100", |t, v| {
+            t.sheddable_ceiling = Some(v as f64 / 100.0)
         }),
     ];
     for (flag, name, set) in knobs {

@@ -2,7 +2,7 @@
 //! fed the same scrapes the picker sees.
 
 use crate::tuning::Tuning;
-use infergate_config::gateway::{Band, ResolvedFlowControl};
+use infergate_config::gateway::{Band, ResolvedFlowControl, Setting};
 use infergate_flow::{
     band_index, Admission, Detector, EndpointLoad, FlowConfig, FlowController, FlowRequest, Outcome,
 };
@@ -49,6 +49,9 @@ impl FlowGate {
     pub fn tuned(replicas: usize, tuning: &Tuning) -> Self {
         let mut resolved = ResolvedFlowControl::default();
         resolved.saturation.running_requests_threshold = tuning.running_threshold;
+        if let Some(c) = tuning.sheddable_ceiling {
+            resolved.bands[band_index(Band::Sheddable)].saturation_ceiling = Setting::set(c);
+        }
         let mut config = FlowConfig::from_resolved(&resolved);
         config.enabled = true;
         if let Some(ttl) = tuning.standard_queue_ttl {
@@ -56,7 +59,7 @@ impl FlowGate {
         }
         Self {
             flow: FlowController::new(config),
-            detector: Detector::from_resolved(&resolved.saturation),
+            detector: Detector::from_resolved(&resolved),
             last: vec![None; replicas],
             queue_depth: f64::from(resolved.saturation.queue_depth_threshold.value),
             prefill_threshold: tuning.prefill_tokens_threshold.map(|t| t.max(1)),

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 /// Settings a run may change beyond its scenario, to measure what they do on the same arrivals.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Tuning {
     /// Every replica's step token budget (vLLM `--max-num-batched-tokens`) instead of its
     /// profile's default.
@@ -22,4 +22,7 @@ pub struct Tuning {
     pub running_threshold: Option<u32>,
     /// How long a Standard request may wait in the gateway's queue instead of the default.
     pub standard_queue_ttl: Option<Duration>,
+    /// The Sheddable band's saturation ceiling instead of the default (the config's
+    /// `bands[].saturationCeiling`); at most Standard's, 1.
+    pub sheddable_ceiling: Option<f64>,
 }
