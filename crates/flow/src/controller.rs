@@ -15,8 +15,9 @@
 //! - strict priority: a request is dispatched only while no request of a higher band waits, and
 //!   never ahead of a queued request of its own band;
 //! - a band dispatches only while the pool, credited with the requests dispatched and completed
-//!   since the last observation, is below the band's [`ceiling`](crate::ceiling) (read against
-//!   [`PoolState::band_headroom`]) — or while nothing current is
+//!   since the last observation, is below the band's ceiling (the detector's, by default
+//!   [`ceiling`](crate::ceiling); read against [`PoolState::band_headroom`]) — or while nothing
+//!   current is
 //!   known about the pool (no observation, one older than `state_max_age`, or no fresh
 //!   endpoint), when flow control fails open;
 //! - queued requests and bytes never exceed their band's caps nor the global caps;

@@ -78,8 +78,8 @@ fn sse_streams_pass_through_as_they_are_produced() {
     assert_eq!(picker.metric("infergate_in_flight_responses"), 0.0);
 }
 
-/// Saturation 1.2 (6 waiting over the default threshold of 5): past the Standard and Sheddable
-/// ceiling (1), within the Critical one (2).
+/// Saturation 1.2 (6 waiting over the default threshold of 5): past the Standard ceiling (1)
+/// and the Sheddable one (0.75), within the Critical one (2).
 const SATURATED: &str =
     "vllm:num_requests_waiting 6\nvllm:num_requests_running 64\nvllm:kv_cache_usage_perc 0.1\n";
 
