@@ -167,3 +167,34 @@ fn values_of_the_wrong_shape_name_their_field() {
         "{err}"
     );
 }
+
+/// The `flowControl` examples in `docs/flow-control.md` load as they are written, and the band
+/// ceiling one sets what the page says it sets.
+#[test]
+fn the_flow_control_pages_examples_are_valid_configs() {
+    let page = include_str!("../../../../../docs/flow-control.md");
+    let examples: Vec<&str> = page
+        .split("```yaml\n")
+        .skip(1)
+        .filter_map(|rest| rest.split("```").next())
+        .filter(|block| block.starts_with("spec:\n  flowControl:"))
+        .collect();
+    assert_eq!(
+        examples.len(),
+        2,
+        "the saturation and the band ceiling examples"
+    );
+    for example in examples {
+        let yaml = format!(
+            "apiVersion: infergate.dev/v1alpha1\nkind: InferenceGatewayConfig\n{example}  bbr: {{enabled: true}}\n  schedulers:\n    - {{name: a, modelName: m, modelSelector: {{matchLabels: {{app: a}}}}}}\n  endpoints:\n    - {{address: 127.0.0.1:8000, labels: {{app: a}}}}\n"
+        );
+        let resolved = resolve(&load_from_str(&yaml).unwrap()).unwrap();
+        let fc = &resolved.flow_control;
+        if example.contains("saturationCeiling") {
+            assert_eq!(fc.bands[2].saturation_ceiling, Setting::set(1.0));
+        } else {
+            assert_eq!(fc.saturation.running_requests_threshold, Some(120));
+            assert_eq!(fc.bands[2].saturation_ceiling, Setting::default_value(0.75));
+        }
+    }
+}
