@@ -17,8 +17,7 @@
 //! - a band dispatches only while the pool, credited with the requests dispatched and completed
 //!   since the last observation, is below the band's ceiling (the detector's, by default
 //!   [`ceiling`](crate::ceiling); read against [`PoolState::band_headroom`]) — or while nothing
-//!   current is
-//!   known about the pool (no observation, one older than `state_max_age`, or no fresh
+//!   current is known about the pool (no observation, one older than `state_max_age`, or no fresh
 //!   endpoint), when flow control fails open;
 //! - queued requests and bytes never exceed their band's caps nor the global caps;
 //! - no queued request outlives its deadline past the first `poll` at or after it;

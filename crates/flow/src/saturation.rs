@@ -34,12 +34,10 @@ pub fn ceiling(band: Band) -> f64 {
     defaults::saturation_ceiling(band)
 }
 
-/// The default ceilings, indexed Critical, Standard, Sheddable.
-const DEFAULT_CEILINGS: [f64; 3] = [
-    defaults::saturation_ceiling(Band::Critical),
-    defaults::saturation_ceiling(Band::Standard),
-    defaults::saturation_ceiling(Band::Sheddable),
-];
+/// The default ceilings, indexed as [`band_index`] orders the bands ([`Band::ALL`]'s order).
+fn default_ceilings() -> [f64; 3] {
+    Band::ALL.map(ceiling)
+}
 
 /// One endpoint's load as the detector reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -78,7 +76,7 @@ impl Detector {
             kv_cache: kv_cache.max(f64::MIN_POSITIVE),
             staleness,
             running: None,
-            ceilings: DEFAULT_CEILINGS,
+            ceilings: default_ceilings(),
         }
     }
 
@@ -221,7 +219,7 @@ impl PoolState {
             waiting: 0.0,
             queue_spread: 0.0,
             queue_depth: 1.0,
-            ceilings: DEFAULT_CEILINGS,
+            ceilings: default_ceilings(),
         }
     }
 
@@ -237,10 +235,10 @@ impl PoolState {
         self.fresh as f64 * self.queue_depth * (ceiling - self.saturation)
     }
 
-    /// [`Self::headroom`] for `band` under its ceiling ([`Self::ceilings`]), measured from the saturation that
-    /// band is held against: `saturation` for Critical, `lower_saturation` below it. Each request
-    /// still counts as one more waiting request, so between observations the running signal is
-    /// credited at the queue's rate, not its own.
+    /// [`Self::headroom`] for `band` under its ceiling ([`Self::ceilings`]), measured from the
+    /// saturation that band is held against: `saturation` for Critical, `lower_saturation` below
+    /// it. Each request still counts as one more waiting request, so between observations the
+    /// running signal is credited at the queue's rate, not its own.
     pub fn band_headroom(&self, band: Band) -> f64 {
         let saturation = match band {
             Band::Critical => self.saturation,
