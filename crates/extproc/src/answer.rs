@@ -9,11 +9,11 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use hyper::header::CONTENT_TYPE;
-use infergate_gateway::account::Accounting;
-use infergate_gateway::metrics::EndpointLabels;
-use infergate_gateway::rewrite::response::Restore;
-use infergate_gateway::usage::UsageTap;
-use infergate_gateway::GatewayHandle;
+use infergate_control::PlaneHandle;
+use infergate_pipeline::account::{Accounting, Served};
+use infergate_pipeline::pick::count_sent;
+use infergate_pipeline::rewrite::restore::Restore;
+use infergate_telemetry::usage::UsageTap;
 use tokio::time::Instant;
 
 use crate::decide::Routed;
@@ -45,7 +45,7 @@ impl Answer {
     /// is counted in flight) and the primary's guard is released. A served address outside the
     /// pool keeps the primary's dispatch: there is nothing else to credit.
     pub fn start(
-        handle: &GatewayHandle,
+        handle: &PlaneHandle,
         routed: Routed,
         served: Option<&str>,
         head: &Head,
@@ -74,14 +74,7 @@ impl Answer {
             Some((id, address)) if id != primary => {
                 match pool.dispatch(&snap, id, &features, handle.clock().now()) {
                     Ok(d) => {
-                        handle
-                            .metrics()
-                            .routing_decisions
-                            .get_or_create(&EndpointLabels {
-                                pool: pool.name.clone(),
-                                endpoint: address.clone(),
-                            })
-                            .inc();
+                        count_sent(handle.metrics(), &pool.name, &address);
                         (d, address)
                     }
                     Err(_) => (dispatch, primary_address),
@@ -91,17 +84,16 @@ impl Answer {
         };
         let sse =
             content_type.is_some_and(|c| c.to_ascii_lowercase().starts_with("text/event-stream"));
-        let mut accounting = Accounting::new(
-            Arc::clone(handle.metrics()),
-            Arc::clone(pool),
-            &model,
-            times.started,
-            times.dispatched,
-            dispatch.ticket,
-            dispatch.guard,
-            sse,
-            UsageTap::for_content_type(content_type),
-        );
+        let mut accounting = Accounting::new(Served {
+            metrics: Arc::clone(handle.metrics()),
+            pool: Arc::clone(pool),
+            model: &model,
+            started: times.started,
+            dispatched: times.dispatched,
+            dispatch,
+            streaming: sse,
+            usage: UsageTap::for_content_type(content_type),
+        });
         accounting.hold(permit);
         if let Some(ticket) = limit {
             // An error status without usage refunds the tokens, as in the standalone gateway.

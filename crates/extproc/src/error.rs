@@ -1,9 +1,9 @@
 //! Why `infergate extproc` could not start. Errors a client sees are
-//! [`infergate_gateway::ApiError`]s, sent as immediate responses.
+//! [`infergate_pipeline::ApiError`]s, sent as immediate responses.
 
 use std::net::SocketAddr;
 
-use infergate_gateway::GatewayError;
+use infergate_control::GatewayError;
 
 /// A server that could not start.
 #[derive(Debug, thiserror::Error)]
@@ -21,19 +21,19 @@ pub enum ExtProcError {
         reason: String,
     },
     /// A gRPC listener could not be bound.
-    #[error("binding {addr}: {source}")]
+    #[error("binding {addr}: {cause}")]
     Bind {
         /// The address.
         addr: SocketAddr,
-        /// The cause.
-        source: std::io::Error,
+        /// The cause (in the message, not a `source()`, so a chain printer shows it once).
+        cause: std::io::Error,
     },
     /// Another I/O failure.
-    #[error("{context}: {source}")]
+    #[error("{context}: {cause}")]
     Io {
         /// What was being done.
         context: String,
         /// The cause.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }

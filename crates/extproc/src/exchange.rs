@@ -23,17 +23,18 @@ use std::time::Duration;
 use envoy_types::pb::envoy::service::ext_proc::v3::processing_request::Request as Message;
 use envoy_types::pb::envoy::service::ext_proc::v3::{ProcessingRequest, ProcessingResponse};
 use infergate_auth::Verified;
-use infergate_gateway::api_error::ApiError;
-use infergate_gateway::metrics::RequestLabels;
-use infergate_gateway::route::Routes;
+use infergate_control::routes::Routes;
+use infergate_pipeline::ApiError;
+use infergate_telemetry::metrics::RequestLabels;
 use tokio::time::Instant;
 
 use crate::answer::Answer;
-use crate::decide::{Prepared, Routed};
+use crate::decide::Routed;
 use crate::metadata;
 use crate::protocol::{self, Head};
 use crate::service::Processor;
 use crate::wait::{Pending, Resumed};
+use infergate_pipeline::Prepared;
 
 mod decision;
 mod respond;

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use infergate_gateway::GatewayHandle;
+use infergate_control::PlaneHandle;
 use tonic_health::server::HealthReporter;
 use tonic_health::ServingStatus;
 
@@ -30,7 +30,7 @@ fn status(serving: bool) -> ServingStatus {
 
 /// Sets the initial statuses, then follows readiness until the task is aborted. A status is
 /// written only when it changes, so watchers are told of changes only.
-pub async fn follow(reporter: HealthReporter, handle: GatewayHandle) {
+pub async fn follow(reporter: HealthReporter, handle: PlaneHandle) {
     reporter
         .set_service_status(LIVENESS, ServingStatus::Serving)
         .await;

@@ -25,7 +25,7 @@
 //! # async fn run() -> Result<(), infergate_extproc::ExtProcError> {
 //! use infergate_extproc::{ExtProc, ExtProcOptions};
 //!
-//! let config = infergate_gateway::load_config("gateway.yaml".as_ref())?;
+//! let config = infergate_control::load_config("gateway.yaml".as_ref())?;
 //! let server = ExtProc::bind(config, ExtProcOptions::default()).await?;
 //! println!("ext_proc on {}", server.local_addr());
 //! server.run(async { let _ = tokio::signal::ctrl_c().await; }).await;

@@ -20,7 +20,7 @@ use envoy_types::pb::envoy::service::ext_proc::v3::{
 };
 use hyper::header::{HeaderName, HeaderValue as HttpHeaderValue};
 use hyper::HeaderMap;
-use infergate_gateway::ApiError;
+use infergate_pipeline::ApiError;
 
 use crate::metadata;
 

@@ -12,8 +12,8 @@ use std::time::Duration;
 use envoy_types::pb::envoy::service::ext_proc::v3::external_processor_server::ExternalProcessorServer;
 use futures_util::Stream;
 use infergate_config::gateway::{DefaultBackend, ResolvedGateway};
-use infergate_gateway::tls::Tls;
-use infergate_gateway::{GatewayHandle, Plane, ScrapeSettings};
+use infergate_control::tls::Tls;
+use infergate_control::{Plane, PlaneHandle, PlaneOptions, ScrapeSettings};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tokio_rustls::TlsAcceptor;
@@ -131,26 +131,24 @@ impl ExtProc {
             config.listen.value
         });
         let tls_mode = config.tls.clone();
-        let plane_options = infergate_gateway::GatewayOptions {
-            listen: None,
+        let plane_options = PlaneOptions {
             admin_listen: options.admin_listen,
             config_path: options.config_path.clone(),
             scrape: options.scrape,
-            drain_timeout: options.drain_timeout,
-            ..infergate_gateway::GatewayOptions::default()
+            ..PlaneOptions::default()
         };
         let plane = Plane::start(config, &plane_options)?;
         // A JWKS URL answers within moments; serving before it did would refuse every token.
         if !plane
             .handle()
-            .wait_for_keys(infergate_gateway::auth::FIRST_LOAD_WAIT)
+            .wait_for_keys(infergate_control::keys::FIRST_LOAD_WAIT)
             .await
         {
             tracing::warn!(
                 "no JWT signing keys loaded yet: tokens get 503 until the key set loads (retried in the background)"
             );
         }
-        let tls = infergate_gateway::tls::configure(&tls_mode, config_dir)?;
+        let tls = infergate_control::tls::configure(&tls_mode, config_dir)?;
         let listener = bind(listen).await?;
         let local_addr = address_of(&listener)?;
         let health_listener = match options.health_listen {
@@ -204,7 +202,7 @@ impl ExtProc {
     }
 
     /// A handle to reload the data plane or ask whether it is ready.
-    pub fn handle(&self) -> GatewayHandle {
+    pub fn handle(&self) -> PlaneHandle {
         self.plane.handle()
     }
 
@@ -280,13 +278,13 @@ impl ExtProc {
 async fn bind(addr: SocketAddr) -> Result<TcpListener, ExtProcError> {
     TcpListener::bind(addr)
         .await
-        .map_err(|source| ExtProcError::Bind { addr, source })
+        .map_err(|cause| ExtProcError::Bind { addr, cause })
 }
 
 fn address_of(listener: &TcpListener) -> Result<SocketAddr, ExtProcError> {
-    listener.local_addr().map_err(|source| ExtProcError::Io {
+    listener.local_addr().map_err(|cause| ExtProcError::Io {
         context: "listener address".into(),
-        source,
+        cause,
     })
 }
 

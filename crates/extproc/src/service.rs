@@ -13,7 +13,7 @@ use std::task::{Context, Poll};
 use envoy_types::pb::envoy::service::ext_proc::v3::external_processor_server::ExternalProcessor;
 use envoy_types::pb::envoy::service::ext_proc::v3::{ProcessingRequest, ProcessingResponse};
 use futures_util::Stream;
-use infergate_gateway::GatewayHandle;
+use infergate_control::PlaneHandle;
 use tokio::time::{Instant, Sleep};
 use tonic::{Request, Response, Status, Streaming};
 
@@ -25,14 +25,14 @@ use crate::wait::Pending;
 #[derive(Debug)]
 pub struct Processor {
     /// The data plane: routes, pools, metrics, clock.
-    pub handle: GatewayHandle,
+    pub handle: PlaneHandle,
     /// Pool addresses by IP, for subset hints.
     pub subsets: SubsetIndexes,
 }
 
 impl Processor {
     /// A processor over the data plane of `handle`.
-    pub fn new(handle: GatewayHandle) -> Self {
+    pub fn new(handle: PlaneHandle) -> Self {
         Self {
             handle,
             subsets: SubsetIndexes::default(),

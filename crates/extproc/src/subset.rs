@@ -10,7 +10,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;
-use infergate_gateway::route::Routes;
+use infergate_control::routes::Routes;
 
 /// One entry of a hint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,4 +1,4 @@
-//! The steps of a request that may have to wait, as the standalone gateway runs them: the
+//! The steps of a request that may have to wait (the pipeline's auth, limit and admit): the
 //! bearer token's check (which waits for a key reload when it names an unknown `kid`), the
 //! tenant's rate limits (a round trip to Redis with `store: redis://…`) and the flow-control
 //! queue.
@@ -13,13 +13,13 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use futures_util::FutureExt;
-use hyper::header::AUTHORIZATION;
 use hyper::HeaderMap;
 use infergate_auth::Verified;
-use infergate_gateway::admission::{FlowPermit, Waiting};
-use infergate_gateway::api_error::ApiError;
-use infergate_gateway::auth::Auth;
-use infergate_gateway::ratelimit::{LimitTicket, RateLimits};
+use infergate_control::admission::{FlowPermit, Waiting};
+use infergate_control::keys::Auth;
+use infergate_control::limits::{LimitTicket, RateLimits};
+use infergate_pipeline::limit::Charge;
+use infergate_pipeline::{auth, limit, ApiError};
 
 /// The outcome of a step that waited.
 #[derive(Debug)]
@@ -70,25 +70,10 @@ fn try_now<T: 'static>(
 /// Checks the request's bearer token with `auth`. The future owns only the `Authorization`
 /// values, never the rest of the request.
 pub fn authenticate(auth: Arc<Auth>, headers: &HeaderMap) -> Step<Result<Verified, ApiError>> {
-    let mut credentials = HeaderMap::new();
-    for v in headers.get_all(AUTHORIZATION) {
-        credentials.append(AUTHORIZATION, v.clone());
-    }
     try_now(
-        async move { auth.verify(&credentials).await },
+        auth::verify(auth, auth::credentials(headers)),
         Resumed::Authenticated,
     )
-}
-
-/// What a request is charged to its tenant's limits.
-#[derive(Debug, Clone)]
-pub struct Charge {
-    /// The tenant, when the request names one.
-    pub tenant: Option<String>,
-    /// The prompt's estimated tokens.
-    pub prompt_tokens: u64,
-    /// The most tokens it may generate (`Some(0)` for embeddings, which generate none).
-    pub max_tokens: Option<u64>,
 }
 
 /// Charges a request to its tenant's rate limits.
@@ -96,16 +81,7 @@ pub fn limit(
     limits: Arc<RateLimits>,
     charge: Charge,
 ) -> Step<Result<Option<LimitTicket>, ApiError>> {
-    let admit = async move {
-        limits
-            .admit(
-                charge.tenant.as_deref(),
-                charge.prompt_tokens,
-                charge.max_tokens,
-            )
-            .await
-    };
-    try_now(admit, Resumed::Limited)
+    try_now(limit::limit(Some(limits), charge), Resumed::Limited)
 }
 
 /// Waits for flow control's verdict on a queued request (queued, so never ready at once).

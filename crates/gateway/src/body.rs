@@ -1,18 +1,42 @@
-//! The gateway's response body: a small buffered answer (errors, `/v1/models`) or an upstream
-//! response streamed through as it arrives.
+//! Bodies on the HTTP front: the request's, read whole and bounded (413), and the response's —
+//! a small buffered answer (errors, `/v1/models`) or an upstream response streamed through as
+//! it arrives.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http_body_util::Full;
-use hyper::body::{Body, Frame, SizeHint};
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::header::CONTENT_LENGTH;
+use hyper::{HeaderMap, Response};
+use infergate_pipeline::rewrite::restore::RestoreBody;
+use infergate_pipeline::{ApiError, BoxError};
 
 use crate::proxy::stream::ProxyBody;
-use crate::rewrite::response::RestoreBody;
 
-/// Errors a response body can end with (the connection is then aborted).
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+/// Reads the whole body, refusing with 413 as soon as it is known to be over `limit`: at once
+/// from `Content-Length`, else when the bytes read pass it.
+pub async fn read_body(body: Incoming, headers: &HeaderMap, limit: u64) -> Result<Bytes, ApiError> {
+    let declared = headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        return Err(ApiError::too_large(limit));
+    }
+    let limited = Limited::new(body, usize::try_from(limit).unwrap_or(usize::MAX));
+    match limited.collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => Err(ApiError::too_large(limit)),
+        Err(e) => Err(ApiError::body_read(e)),
+    }
+}
+
+/// The response that answers `e`.
+pub fn error_response(e: ApiError) -> Response<ResponseBody> {
+    e.into_response().map(ResponseBody::full)
+}
 
 /// A response body.
 #[derive(Debug)]

@@ -13,7 +13,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
-use crate::{service, Shared};
+use crate::{service, Front};
 
 /// A client that sends no request head within this long is disconnected.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -25,7 +25,7 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// accepting and lets requests in flight (streams included) finish for up to `drain`.
 pub async fn serve(
     listener: TcpListener,
-    shared: Arc<Shared>,
+    front: Arc<Front>,
     shutdown: impl Future<Output = ()>,
     drain: Duration,
     tls: Option<TlsAcceptor>,
@@ -45,10 +45,10 @@ pub async fn serve(
                 Ok((stream, peer)) => {
                     // Tokens are small writes that must leave at once.
                     let _ = stream.set_nodelay(true);
-                    let shared = Arc::clone(&shared);
+                    let front = Arc::clone(&front);
                     let svc = service_fn(move |req| {
-                        let shared = Arc::clone(&shared);
-                        async move { Ok::<_, Infallible>(service::handle(shared, req).await) }
+                        let front = Arc::clone(&front);
+                        async move { Ok::<_, Infallible>(service::handle(front, req).await) }
                     });
                     let Some(acceptor) = &tls else {
                         let conn = builder

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use infergate_gateway::{check_supported, policy::pool_policy, GatewayError};
+use infergate_control::{check_supported, policy::pool_policy, GatewayError};
 
 /// Flags of `infergate check`.
 #[derive(Debug, Args)]

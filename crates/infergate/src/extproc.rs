@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use infergate_control::load_config;
 use infergate_extproc::{ExtProc, ExtProcOptions};
-use infergate_gateway::load_config;
 
 use crate::serve::{reload_on_sighup, shutdown_signal, WATCH_EVERY};
 

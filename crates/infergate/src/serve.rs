@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use infergate_gateway::{load_config, Gateway, GatewayHandle, GatewayOptions};
+use infergate_control::{load_config, PlaneHandle};
+use infergate_gateway::{Gateway, GatewayOptions};
 
 /// Flags of `infergate serve`.
 #[derive(Debug, Args)]
@@ -108,7 +109,7 @@ pub fn runtime() -> std::io::Result<(tokio::runtime::Runtime, usize)> {
 }
 
 /// Reloads the config file on each SIGHUP.
-pub async fn reload_on_sighup(handle: GatewayHandle) {
+pub async fn reload_on_sighup(handle: PlaneHandle) {
     #[cfg(unix)]
     {
         let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())

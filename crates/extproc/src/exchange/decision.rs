@@ -6,12 +6,13 @@ use std::sync::Arc;
 
 use envoy_types::pb::envoy::service::ext_proc::v3::ProcessingResponse;
 use hyper::header::AUTHORIZATION;
-use infergate_gateway::admission::{Admitted, FlowPermit};
-use infergate_gateway::rewrite::MODEL_NAME_REWRITE;
+use infergate_control::admission::{Admitted, FlowPermit};
+use infergate_control::routes::rewrites::MODEL_NAME_REWRITE;
+use infergate_pipeline::{admit, prepare, Inbound, Prepared};
 use tokio::time::Instant;
 
 use super::{Ending, Exchange, Phase};
-use crate::decide::{self, Ask, Prepared};
+use crate::decide;
 use crate::protocol::{self, Direction};
 use crate::wait::{self, Pending, Step};
 
@@ -54,26 +55,27 @@ impl Exchange {
             let headers = vec![protocol::set_header("content-type", b"application/json")];
             return vec![protocol::immediate(200, headers, routes.models(), "models")];
         }
-        let ask = Ask {
+        // A request whose body is empty has none: Envoy sent its headers with end of stream,
+        // or an empty body, and either way it is routed by the model header.
+        let inbound = Inbound {
             headers: &self.head.headers,
-            body: &self.body,
-            subset: self.subset.as_deref(),
-            token: self.token.as_ref(),
+            body: (!self.body.is_empty()).then_some(self.body.as_slice()),
             path: &self.head.path,
+            token: self.token.as_ref(),
         };
         let metrics = Arc::clone(self.processor.handle.metrics());
-        let mut prepared = match decide::prepare(
-            &routes,
-            &self.processor.subsets,
-            ask,
-            &metrics,
-            &mut self.labels,
-        ) {
+        let mut prepared = match prepare(&routes, inbound, &metrics, &mut self.labels) {
             Ok(p) => p,
             Err(e) => return self.refuse(&e),
         };
-        if let Some(rewritten) = prepared.rewritten_body.take() {
-            self.body = rewritten;
+        if let Some(hint) = self.subset.as_deref() {
+            if let Err(e) = decide::restrict(&routes, &self.processor.subsets, &mut prepared, hint)
+            {
+                return self.refuse(&e);
+            }
+        }
+        if let Some(rewritten) = prepared.body.take() {
+            self.body = Vec::from(rewritten);
         }
         self.route_timeout = prepared.target.pool.route_timeout;
         self.deadline = self.route_timeout.map(|t| self.started + t);
@@ -102,8 +104,7 @@ impl Exchange {
 
     /// Flow control: go now, wait in the pool's queue, or be refused.
     pub(super) fn admit(&mut self, prepared: Prepared, ending: Ending) -> Vec<ProcessingResponse> {
-        let pool = Arc::clone(&prepared.target.pool);
-        match pool.admission().enqueue(prepared.flow_ask()) {
+        match admit::admit(&prepared) {
             Ok(Admitted::Now(permit)) => self.route(prepared, permit, ending),
             Ok(Admitted::Queued(waiting)) => {
                 self.wait(wait::queued(waiting), prepared, ending);

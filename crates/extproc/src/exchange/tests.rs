@@ -13,7 +13,7 @@ use envoy_types::pb::envoy::service::ext_proc::v3::{
 };
 use envoy_types::pb::google::protobuf::value::Kind;
 use envoy_types::pb::google::protobuf::{ListValue, Struct, Value};
-use infergate_gateway::{GatewayOptions, Plane};
+use infergate_control::{Plane, PlaneOptions};
 
 pub(super) const LLAMA: [&str; 3] = ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.2:3"];
 pub(super) const MISTRAL: &str = "127.0.0.1:4";
@@ -44,9 +44,9 @@ pub(super) fn start(yaml: &str) -> (Plane, Arc<Processor>) {
         .unwrap()
         .resolve()
         .unwrap();
-    let options = GatewayOptions {
+    let options = PlaneOptions {
         admin_listen: Some("127.0.0.1:0".parse().unwrap()),
-        ..GatewayOptions::default()
+        ..PlaneOptions::default()
     };
     let plane = Plane::start(config, &options).unwrap();
     let processor = Arc::new(Processor::new(plane.handle()));

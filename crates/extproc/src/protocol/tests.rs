@@ -2,7 +2,7 @@ use super::*;
 use envoy_types::pb::envoy::service::ext_proc::v3::processing_response::Response;
 use envoy_types::pb::google::protobuf::value::Kind;
 use hyper::StatusCode;
-use infergate_gateway::api_error::DROPPED_REASON;
+use infergate_pipeline::DROPPED_REASON;
 
 /// The streamed chunks of body answers, with their end-of-stream flags.
 fn streamed(msgs: &[ProcessingResponse], dir: Direction) -> Vec<(Vec<u8>, bool)> {

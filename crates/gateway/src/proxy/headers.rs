@@ -52,7 +52,7 @@ pub fn upstream(client: &HeaderMap, model: &str, base_model: &str) -> HeaderMap 
     h.remove(HOST);
     h.remove(CONTENT_LENGTH);
     h.remove(DESTINATION_ENDPOINT);
-    h.remove(crate::rewrite::MODEL_NAME_REWRITE);
+    h.remove(infergate_control::routes::rewrites::MODEL_NAME_REWRITE);
     h.remove(MODEL_NAME);
     h.remove(BASE_MODEL_NAME);
     // A name routing accepted is one of the config's (or the default backend's); one that is
@@ -84,7 +84,7 @@ mod tests {
         c.insert("authorization", HeaderValue::from_static("Bearer x"));
         c.insert(HOST, HeaderValue::from_static("gw"));
         c.insert(
-            crate::rewrite::MODEL_NAME_REWRITE,
+            infergate_control::routes::rewrites::MODEL_NAME_REWRITE,
             HeaderValue::from_static("sql-lora"),
         );
         let h = upstream(&c, "sql-lora", "llama");

@@ -20,43 +20,35 @@ use hyper::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE, HOST};
 use hyper::http::request::Parts;
 use hyper::http::uri::{Authority, Scheme};
 use hyper::{Request, Response, StatusCode, Uri};
-use infergate_picker::{Dispatch, Pick, RequestFeatures};
+use infergate_control::admission::FlowPermit;
+use infergate_control::error_chain;
+use infergate_control::limits::LimitTicket;
+use infergate_picker::Dispatch;
+use infergate_pipeline::account::{Accounting, Served};
+use infergate_pipeline::pick::{count_sent, Picked};
+use infergate_pipeline::rewrite::restore::{Restore, RestoreBody};
+use infergate_pipeline::{ApiError, Prepared};
+use infergate_telemetry::capture;
+use infergate_telemetry::metrics::RetryLabels;
+use infergate_telemetry::usage::UsageTap;
 use tokio::time::Instant;
 
-use crate::account::Accounting;
-use crate::admission::FlowPermit;
-use crate::api_error::ApiError;
 use crate::body::ResponseBody;
-use crate::metrics::{EndpointLabels, RetryLabels};
-use crate::pool::Snapshot;
-use crate::ratelimit::LimitTicket;
-use crate::rewrite::response::RestoreBody;
-use crate::route::Target;
-use crate::usage::UsageTap;
-use crate::Shared;
+use crate::Front;
 use keepalive::Lease;
 use stream::ProxyBody;
 
 /// One request on its way upstream.
 #[derive(Debug)]
 pub struct Forward<'a> {
-    /// The gateway.
-    pub shared: &'a Arc<Shared>,
-    /// Where routing sent it.
-    pub target: &'a Target,
-    /// The pool snapshot the pick was made on.
-    pub snap: &'a Snapshot,
-    /// The picker's view of the request.
-    pub features: &'a RequestFeatures,
+    /// The front.
+    pub front: &'a Arc<Front>,
+    /// The request as the pipeline prepared it: target, features, model, the model to restore.
+    pub prepared: &'a Prepared,
     /// The client's request head.
     pub parts: &'a Parts,
     /// The body, forwarded as received (or with its model rewritten).
     pub body: Bytes,
-    /// The model the request is sent to.
-    pub model: &'a str,
-    /// The model the client asked for, when a rewrite sent the request to another: the answer
-    /// names it again.
-    pub restore: Option<&'a str>,
     /// When the request arrived.
     pub started: Instant,
     /// When the route timeout ends, if the pool has one.
@@ -68,43 +60,38 @@ pub struct Forward<'a> {
     pub limit: Option<LimitTicket>,
 }
 
-/// An error and its causes on one line (hyper's own message is only the outermost).
-pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        out.push_str(": ");
-        out.push_str(&c.to_string());
-        cause = c.source();
-    }
-    out
-}
-
 impl Forward<'_> {
     /// Tries the primary, then each fallback, until one answers.
-    pub async fn send(
-        mut self,
-        pick: Pick,
-        first: Dispatch,
-    ) -> Result<Response<ResponseBody>, ApiError> {
+    pub async fn send(mut self, picked: Picked) -> Result<Response<ResponseBody>, ApiError> {
         // Without an answer the permit goes with this call, and flow control hears at once.
         let mut permit = self.permit.take();
         let mut limit = self.limit.take();
-        let pool = &self.target.pool;
-        let headers = headers::upstream(&self.parts.headers, self.model, &self.target.base_model);
+        let Picked {
+            snap,
+            pick,
+            dispatch: first,
+        } = picked;
+        let target = &self.prepared.target;
+        let pool = &target.pool;
+        let plane = &self.front.plane;
+        let headers = headers::upstream(
+            &self.parts.headers,
+            &self.prepared.model,
+            &target.base_model,
+        );
         let path = self.parts.uri.path_and_query().map_or("/", |p| p.as_str());
         let mut first = Some(first);
         let mut last = String::from("no endpoint was tried");
         let mut tried = 0;
         let candidates = std::iter::once(pick.primary).chain(pick.fallbacks.iter().copied());
         for id in candidates {
-            let Some(address) = self.snap.pool.address(id) else {
+            let Some(address) = snap.pool.address(id) else {
                 continue;
             };
             let dispatch = match first.take() {
                 Some(d) => d,
                 None => {
-                    match pool.dispatch(self.snap, id, self.features, self.shared.clock.now()) {
+                    match pool.dispatch(&snap, id, &self.prepared.features, plane.clock().now()) {
                         Ok(d) => d,
                         Err(e) => {
                             last = e.to_string();
@@ -114,14 +101,7 @@ impl Forward<'_> {
                 }
             };
             tried += 1;
-            self.shared
-                .metrics
-                .routing_decisions
-                .get_or_create(&EndpointLabels {
-                    pool: pool.name.clone(),
-                    endpoint: address.to_owned(),
-                })
-                .inc();
+            count_sent(plane.metrics(), &pool.name, address);
             let req = match build_request(
                 self.parts,
                 headers.clone(),
@@ -138,12 +118,12 @@ impl Forward<'_> {
             };
             let dispatched = Instant::now();
             let sent = if pool.h2c {
-                match self.shared.clients.h2c.request(req).await {
+                match self.front.clients.h2c.request(req).await {
                     Ok(resp) => Ok((resp, None)),
                     Err(e) => Err(format!("{address}: {}", error_chain(&e))),
                 }
             } else {
-                match self.shared.clients.http1.send(address, req).await {
+                match self.front.clients.http1.send(address, req).await {
                     Ok((resp, lease)) => Ok((resp, Some(lease))),
                     // The error names the endpoint.
                     Err(e) => Err(error_chain(&e)),
@@ -164,8 +144,8 @@ impl Forward<'_> {
                 }
             };
             tracing::debug!(pool = %pool.name, endpoint = %address, %last, "trying the next endpoint");
-            self.shared
-                .metrics
+            plane
+                .metrics()
                 .retries
                 .get_or_create(&RetryLabels {
                     pool: pool.name.clone(),
@@ -197,28 +177,31 @@ impl Forward<'_> {
             .and_then(|v| v.to_str().ok());
         let sse =
             content_type.is_some_and(|c| c.to_ascii_lowercase().starts_with("text/event-stream"));
-        let restore = self
+        let prepared = self.prepared;
+        let model = prepared.model.as_str();
+        let restore = prepared
             .restore
-            .and_then(|m| crate::rewrite::response::Restore::new(content_type, m));
-        let mut account = Accounting::new(
-            Arc::clone(&self.shared.metrics),
-            Arc::clone(&self.target.pool),
-            self.model,
-            self.started,
+            .as_deref()
+            .and_then(|m| Restore::new(content_type, m));
+        let plane = &self.front.plane;
+        let mut account = Accounting::new(Served {
+            metrics: Arc::clone(plane.metrics()),
+            pool: Arc::clone(&prepared.target.pool),
+            model,
+            started: self.started,
             dispatched,
-            dispatch.ticket,
-            dispatch.guard,
-            sse,
-            UsageTap::for_content_type(content_type),
-        );
+            dispatch,
+            streaming: sse,
+            usage: UsageTap::for_content_type(content_type),
+        });
         if let Some(p) = permit {
             account.hold(p);
         }
-        if let Some(capture) = &self.shared.capture {
-            account.capture(capture.pending(crate::capture::Request {
-                features: self.features,
-                asked_model: self.restore.unwrap_or(self.model),
-                routed_model: self.model,
+        if let Some(capture) = plane.capture() {
+            account.capture(capture.pending(capture::Request {
+                features: &prepared.features,
+                asked_model: prepared.restore.as_deref().unwrap_or(model),
+                routed_model: model,
                 endpoint: address,
                 status: parts.status.as_u16(),
                 arrived: self.started,

@@ -14,9 +14,10 @@ use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use tokio::time::Sleep;
 
-use crate::account::Accounting;
-use crate::body::BoxError;
 use crate::proxy::keepalive::Lease;
+use infergate_control::error_chain;
+use infergate_pipeline::account::Accounting;
+use infergate_pipeline::BoxError;
 
 /// Why a stream was cut short.
 #[derive(Debug, thiserror::Error)]
@@ -129,7 +130,7 @@ impl Body for ProxyBody {
                 }
                 Poll::Ready(Some(Ok(frame)))
             }
-            Poll::Ready(Some(Err(e))) => this.fail(crate::proxy::error_chain(&e)),
+            Poll::Ready(Some(Err(e))) => this.fail(error_chain(&e)),
             Poll::Pending => {
                 let expired = this
                     .deadline

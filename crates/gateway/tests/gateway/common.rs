@@ -18,8 +18,9 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use infergate_control::{PlaneHandle, ScrapeSettings};
 use infergate_engine::{EngineConfig, Profile};
-use infergate_gateway::{Gateway, GatewayHandle, GatewayOptions, ScrapeSettings};
+use infergate_gateway::{Gateway, GatewayOptions};
 use infergate_simserver::{serve, ReplicaSpec};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
@@ -271,8 +272,8 @@ pub fn resolve(yaml: &str) -> infergate_config::gateway::ResolvedGateway {
 pub struct TestGateway {
     pub addr: SocketAddr,
     pub admin: SocketAddr,
-    pub handle: GatewayHandle,
-    pub tls: Option<infergate_gateway::tls::Tls>,
+    pub handle: PlaneHandle,
+    pub tls: Option<infergate_control::tls::Tls>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
 }

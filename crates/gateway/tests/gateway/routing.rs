@@ -123,7 +123,7 @@ async fn unknown_model_bad_json_no_model_and_big_bodies_are_openai_errors() {
         .await;
     assert_eq!(s, StatusCode::NOT_FOUND);
     let e = error_of(&b);
-    assert_eq!(e["message"], infergate_gateway::NO_MATCHING_MODEL);
+    assert_eq!(e["message"], infergate_pipeline::NO_MATCHING_MODEL);
     assert_eq!(e["code"], "model_not_found");
     assert!(e["type"].is_string());
 

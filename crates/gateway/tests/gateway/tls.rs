@@ -73,7 +73,7 @@ async fn tls_from_cert_and_key_files_serves_https() {
     assert!(!tls.self_signed);
     assert_eq!(
         tls.fingerprint,
-        infergate_gateway::tls::fingerprint(made.cert.der())
+        infergate_control::tls::fingerprint(made.cert.der())
     );
     let (s, b) = https_chat(&gw, made.cert.der().clone()).await;
     assert_eq!(s, StatusCode::OK, "{b:?}");
@@ -108,7 +108,7 @@ async fn an_empty_tls_block_serves_a_self_signed_certificate_with_its_fingerprin
     assert!(tls.self_signed);
     assert_eq!(
         tls.fingerprint,
-        infergate_gateway::tls::fingerprint(&tls.certificate)
+        infergate_control::tls::fingerprint(&tls.certificate)
     );
     let (s, b) = https_chat(&gw, tls.certificate.clone()).await;
     assert_eq!(s, StatusCode::OK, "{b:?}");

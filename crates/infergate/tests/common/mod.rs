@@ -8,9 +8,10 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-pub mod jwt;
+#[allow(unused_imports)] // not every test binary signs tokens
+pub use infergate_test_support::jwt;
 // The gateway's tests start Redis this way too; one file, so both stay careful alike.
-#[path = "../../../gateway/tests/support/redis_server.rs"]
+#[path = "../../../control/tests/support/redis_server.rs"]
 mod redis_server_support;
 
 pub use redis_server_support::RedisServer;

@@ -158,9 +158,9 @@ fn the_shipped_envoy_and_infergate_configs_are_valid() {
         }
         if name.starts_with("gateway-") {
             let config =
-                infergate_gateway::load_config(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+                infergate_control::load_config(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
             infergate_extproc::check_extproc(&config).unwrap_or_else(|e| panic!("{name}: {e}"));
-            infergate_gateway::check_supported(&config).unwrap_or_else(|e| panic!("{name}: {e}"));
+            infergate_control::check_supported(&config).unwrap_or_else(|e| panic!("{name}: {e}"));
         }
     }
     assert_eq!(

@@ -1,0 +1,284 @@
+//! One model pool at run time: the snapshot the control plane swaps in, the picker that learns
+//! across requests, its flow control, and the pool's settings.
+//!
+//! Requests read the snapshot with one atomic load and never wait on the control plane. The
+//! picker needs `&mut`, so it sits behind a mutex held only for the pick and the dispatch of one
+//! request (microseconds); the first-token observation takes it once more.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use infergate_config::gateway::{AppProtocol, Pool as PoolConfig, ResolvedGateway};
+use infergate_flow::PoolState;
+use infergate_picker::metrics::Engine;
+use infergate_picker::{
+    Dispatch, EndpointId, EndpointSpec, Pick, PickError, Picker, Policy, Pool, RequestFeatures,
+    ScrapedMetrics, TtftTicket,
+};
+
+use infergate_telemetry::metrics::{Metrics, PoolLabels};
+
+use crate::admission::Admission;
+use crate::discovery::{self, endpoint_id};
+use crate::error::GatewayError;
+
+/// What a request reads: the endpoints with their last scrapes, and the load summary.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// The picker's pool.
+    pub pool: Pool,
+    /// Saturation as of the last round of scrapes (what flow control last observed).
+    pub state: PoolState,
+}
+
+/// A pool at run time.
+#[derive(Debug)]
+pub struct PoolRuntime {
+    /// The scheduler's name.
+    pub name: String,
+    /// The model it serves.
+    pub model_name: String,
+    /// Adapters routed here.
+    pub adapters: Vec<String>,
+    /// Metric dialect of its endpoints.
+    pub engine: Engine,
+    /// Upstream speaks HTTP/2 over cleartext.
+    pub h2c: bool,
+    /// Whole-request timeout.
+    pub route_timeout: Option<Duration>,
+    /// Whether its endpoints are scraped (a default-backend host is not).
+    pub scraped: bool,
+    /// `forwardPriority`: the request's band goes upstream as the body's `priority`.
+    pub forward_priority: bool,
+    policy: Policy,
+    snapshot: ArcSwap<Snapshot>,
+    picker: Arc<Mutex<Picker>>,
+    admission: Arc<Admission>,
+}
+
+fn seed_of(name: &str) -> u64 {
+    endpoint_id(name).0
+}
+
+/// Everything a pool is built from, named, so no two settings can be swapped by position.
+struct PoolParts<'a> {
+    name: &'a str,
+    model_name: &'a str,
+    adapters: Vec<String>,
+    engine: Engine,
+    h2c: bool,
+    route_timeout: Option<Duration>,
+    scraped: bool,
+    forward_priority: bool,
+    admission: Admission,
+    policy: Policy,
+    /// The endpoints discovery found.
+    members: Vec<EndpointSpec>,
+}
+
+fn lock(m: &Mutex<Picker>) -> MutexGuard<'_, Picker> {
+    // The picker's state is a cache of what it learned; a panic mid-update cannot make it
+    // unsafe to keep using, only slightly wrong until it relearns.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl PoolRuntime {
+    /// A pool from its config. With `previous` (a reload), endpoints that stay keep their
+    /// metrics, counters and in-flight guards, the picker is kept when the policy did not
+    /// change, and flow control (its queue and what it measured) when its settings did not.
+    pub fn new(
+        config: &PoolConfig,
+        gateway: &ResolvedGateway,
+        policy: Policy,
+        previous: Option<&PoolRuntime>,
+    ) -> Result<Self, GatewayError> {
+        Self::build(
+            PoolParts {
+                name: &config.name,
+                model_name: &config.model_name,
+                adapters: config.adapters.clone(),
+                engine: crate::policy::engine_dialect(config.engine_type.value),
+                h2c: config.app_protocol.value == AppProtocol::H2c,
+                route_timeout: config.route_timeout.value,
+                scraped: true,
+                forward_priority: config.forward_priority.value,
+                admission: Admission::new(&config.name, gateway, true),
+                policy,
+                members: discovery::static_members(config),
+            },
+            previous,
+        )
+    }
+
+    /// A pool of one host that is not scraped: `bbr.defaultBackend` naming a host.
+    pub fn host(
+        name: &str,
+        authority: &str,
+        gateway: &ResolvedGateway,
+    ) -> Result<Self, GatewayError> {
+        Self::build(
+            PoolParts {
+                name,
+                model_name: "",
+                adapters: Vec::new(),
+                engine: Engine::Vllm,
+                h2c: false,
+                route_timeout: None,
+                scraped: false,
+                forward_priority: false,
+                // A host that is not scraped gives flow control nothing to go on.
+                admission: Admission::new(name, gateway, false),
+                policy: Policy::RoundRobin,
+                members: vec![discovery::host_member(authority)],
+            },
+            None,
+        )
+    }
+
+    fn build(parts: PoolParts<'_>, previous: Option<&PoolRuntime>) -> Result<Self, GatewayError> {
+        let PoolParts {
+            name,
+            model_name,
+            adapters,
+            engine,
+            h2c,
+            route_timeout,
+            scraped,
+            forward_priority,
+            admission,
+            policy,
+            members,
+        } = parts;
+        let bad = |e: infergate_picker::PoolError| GatewayError::Picker {
+            pool: name.to_owned(),
+            reason: e.to_string(),
+        };
+        let (pool, state, picker, admission) = match previous {
+            Some(prev) => {
+                let old = prev.snapshot.load();
+                let picker = if prev.policy == policy {
+                    Arc::clone(&prev.picker)
+                } else {
+                    Arc::new(Mutex::new(Picker::new(policy.clone(), seed_of(name))))
+                };
+                let admission = if prev.admission.same_settings(&admission) {
+                    Arc::clone(&prev.admission)
+                } else {
+                    // Requests queued in the old one stay with it; with no more observations
+                    // it fails open and lets them go.
+                    Arc::new(admission)
+                };
+                (
+                    old.pool.with_members(members).map_err(bad)?,
+                    old.state,
+                    picker,
+                    admission,
+                )
+            }
+            None => (
+                Pool::new(members).map_err(bad)?,
+                PoolState::unknown(),
+                Arc::new(Mutex::new(Picker::new(policy.clone(), seed_of(name)))),
+                Arc::new(admission),
+            ),
+        };
+        Ok(Self {
+            name: name.to_owned(),
+            model_name: model_name.to_owned(),
+            adapters,
+            engine,
+            h2c,
+            route_timeout,
+            scraped,
+            forward_priority,
+            policy,
+            snapshot: ArcSwap::from_pointee(Snapshot { pool, state }),
+            picker,
+            admission,
+        })
+    }
+
+    /// The current snapshot.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot.load_full()
+    }
+
+    /// The picker's policy.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The pool's flow control: every request is admitted here before it is picked.
+    pub fn admission(&self) -> &Arc<Admission> {
+        &self.admission
+    }
+
+    /// Picks the primary and fallbacks and dispatches to the primary, in one short critical
+    /// section.
+    pub fn pick(
+        &self,
+        snap: &Snapshot,
+        req: &RequestFeatures,
+        now: Duration,
+    ) -> Result<(Pick, Dispatch), PickError> {
+        let mut picker = lock(&self.picker);
+        let pick = picker.pick(&snap.pool, req, now)?;
+        let dispatch = picker.on_dispatch(&snap.pool, pick.primary, req, now)?;
+        Ok((pick, dispatch))
+    }
+
+    /// Dispatches to a fallback after the primary failed before answering.
+    pub fn dispatch(
+        &self,
+        snap: &Snapshot,
+        endpoint: EndpointId,
+        req: &RequestFeatures,
+        now: Duration,
+    ) -> Result<Dispatch, PickError> {
+        lock(&self.picker).on_dispatch(&snap.pool, endpoint, req, now)
+    }
+
+    /// Teaches the latency model a first token.
+    pub fn observe_ttft(&self, ticket: &TtftTicket, ttft: Duration) {
+        lock(&self.picker).observe_ttft(ticket, ttft);
+    }
+
+    /// Installs a round of scrapes: a new snapshot with them applied, swapped in whole. Only the
+    /// pool's publisher calls it, so there is one writer and no lost update.
+    pub fn install(
+        &self,
+        scrapes: Vec<(EndpointId, ScrapedMetrics)>,
+        now: Duration,
+        metrics: &Metrics,
+    ) {
+        let mut pool = self.snapshot.load().pool.clone();
+        let landed: Vec<EndpointId> = scrapes.iter().map(|(id, _)| *id).collect();
+        for (id, m) in scrapes {
+            // An endpoint removed by a reload while its scrape was in flight: nothing to do.
+            let _ = pool.update_metrics(id, m);
+        }
+        let state = self.admission.observe(&pool, &landed, now);
+        let labels = PoolLabels {
+            pool: self.name.clone(),
+        };
+        metrics
+            .queue_spread
+            .get_or_create(&labels)
+            .set(state.queue_spread);
+        metrics
+            .saturation
+            .get_or_create(&labels)
+            .set(state.saturation);
+        self.snapshot.store(Arc::new(Snapshot { pool, state }));
+    }
+
+    /// Whether every endpoint has been scraped at least once.
+    pub fn all_scraped(&self) -> bool {
+        let snap = self.snapshot.load();
+        snap.pool
+            .specs()
+            .iter()
+            .all(|s| snap.pool.metrics(s.id).is_some())
+    }
+}

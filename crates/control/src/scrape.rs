@@ -1,0 +1,240 @@
+//! The control plane's metrics scraper: one task per endpoint reads its `/metrics` (default
+//! every 50 ms, jittered so a fleet is not polled in lockstep, with a hard timeout), and one
+//! publisher per pool applies each round of scrapes to a copy of the pool snapshot and swaps it
+//! in. The request path only ever loads the current snapshot.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::{Request, StatusCode, Uri};
+use infergate_picker::metrics::{read_metrics, Engine};
+use infergate_picker::{EndpointId, ScrapedMetrics, SplitMix64};
+use tokio::sync::mpsc;
+use tokio::task::AbortHandle;
+
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use infergate_telemetry::metrics::{EndpointLabels, Metrics, PoolLabels, RetryLabels};
+
+use crate::clock::Clock;
+use crate::pool::PoolRuntime;
+
+/// The scrape client: a pooled client of its own, so a hung scrape never holds a request's
+/// connection.
+pub type ScrapeClient = Client<HttpConnector, Full<Bytes>>;
+
+/// A scrape that has not connected within this long fails (the endpoint counts as down).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// Idle scrape connections are closed after this long.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// A new scrape client with an empty pool.
+pub fn client() -> ScrapeClient {
+    let mut c = HttpConnector::new();
+    c.set_nodelay(true);
+    c.set_connect_timeout(Some(CONNECT_TIMEOUT));
+    c.set_keepalive(Some(Duration::from_secs(30)));
+    Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(IDLE_TIMEOUT)
+        .pool_timer(TokioTimer::new())
+        .build(c)
+}
+
+/// How endpoints are scraped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScrapeSettings {
+    /// Time between scrapes of one endpoint (each wait is jittered by ±20 %).
+    pub interval: Duration,
+    /// A scrape not answered within this is a failure; the next one starts on schedule.
+    pub timeout: Duration,
+    /// Largest `/metrics` body read.
+    pub max_body_bytes: usize,
+}
+
+impl Default for ScrapeSettings {
+    fn default() -> Self {
+        Self {
+            interval: Duration::from_millis(50),
+            timeout: Duration::from_millis(500),
+            max_body_bytes: 4 << 20,
+        }
+    }
+}
+
+/// The running scrapers of one set of pools; dropping it stops them.
+#[derive(Debug, Default)]
+pub struct Scrapers {
+    tasks: Vec<AbortHandle>,
+}
+
+impl Drop for Scrapers {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// Everything a scraper task needs.
+#[derive(Debug, Clone)]
+pub struct ScrapeContext {
+    /// The scrape client.
+    pub client: ScrapeClient,
+    /// The gateway's clock.
+    pub clock: Clock,
+    /// Where scrape errors are counted.
+    pub metrics: Arc<Metrics>,
+    /// Intervals and limits.
+    pub settings: ScrapeSettings,
+}
+
+/// Starts a scraper per endpoint and a publisher per pool. Must run inside a tokio runtime.
+pub fn start<'a>(
+    pools: impl IntoIterator<Item = &'a Arc<PoolRuntime>>,
+    ctx: &ScrapeContext,
+) -> Scrapers {
+    let mut tasks = Vec::new();
+    for pool in pools {
+        let specs = pool.snapshot().pool.specs().to_vec();
+        declare_series(pool, &specs, &ctx.metrics);
+        pool.admission().attach_metrics(&ctx.metrics);
+        if specs.is_empty() {
+            continue;
+        }
+        // A few rounds of headroom; a full channel drops a scrape, and the next one is 50 ms away.
+        let (tx, rx) = mpsc::channel(specs.len() * 4);
+        tasks.push(tokio::spawn(publish(Arc::clone(pool), rx, ctx.clone())).abort_handle());
+        for spec in specs {
+            let endpoint = Endpoint {
+                id: spec.id,
+                address: spec.address,
+                pool: pool.name.clone(),
+                engine: pool.engine,
+            };
+            tasks.push(tokio::spawn(scrape_loop(endpoint, tx.clone(), ctx.clone())).abort_handle());
+        }
+    }
+    Scrapers { tasks }
+}
+
+/// Creates the pool's and its endpoints' error series at zero, so a dashboard sees the series
+/// (and a rate of 0) before the first error rather than no data.
+fn declare_series(pool: &PoolRuntime, specs: &[infergate_picker::EndpointSpec], metrics: &Metrics) {
+    let _ = metrics.shed.get_or_create(&PoolLabels {
+        pool: pool.name.clone(),
+    });
+    for s in specs {
+        let labels = EndpointLabels {
+            pool: pool.name.clone(),
+            endpoint: s.address.clone(),
+        };
+        let _ = metrics.scrape_errors.get_or_create(&labels);
+        for reason in ["connect", "status_503"] {
+            let _ = metrics.retries.get_or_create(&RetryLabels {
+                pool: pool.name.clone(),
+                endpoint: s.address.clone(),
+                reason: reason.to_owned(),
+            });
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Endpoint {
+    id: EndpointId,
+    address: String,
+    pool: String,
+    engine: Engine,
+}
+
+async fn publish(
+    pool: Arc<PoolRuntime>,
+    mut rx: mpsc::Receiver<(EndpointId, ScrapedMetrics)>,
+    ctx: ScrapeContext,
+) {
+    let mut batch = Vec::new();
+    while let Some(first) = rx.recv().await {
+        batch.push(first);
+        while let Ok(more) = rx.try_recv() {
+            batch.push(more);
+        }
+        pool.install(std::mem::take(&mut batch), ctx.clock.now(), &ctx.metrics);
+    }
+}
+
+async fn scrape_loop(
+    ep: Endpoint,
+    tx: mpsc::Sender<(EndpointId, ScrapedMetrics)>,
+    ctx: ScrapeContext,
+) {
+    let mut rng = SplitMix64::new(ep.id.0);
+    let interval = ctx.settings.interval;
+    let labels = EndpointLabels {
+        pool: ep.pool.clone(),
+        endpoint: ep.address.clone(),
+    };
+    let mut logged_missing: HashSet<&'static str> = HashSet::new();
+    let mut failing = false;
+    // Spread the first scrapes over one interval.
+    tokio::time::sleep(interval.mul_f64(rng.next_f64())).await;
+    loop {
+        let result =
+            match tokio::time::timeout(ctx.settings.timeout, fetch(&ctx, &ep.address)).await {
+                Ok(Ok(body)) => {
+                    read_metrics(ep.engine, &body, ctx.clock.now()).map_err(|e| e.to_string())
+                }
+                Ok(Err(e)) => Err(e),
+                Err(_) => Err(format!("no answer within {:?}", ctx.settings.timeout)),
+            };
+        match result {
+            Ok(scrape) => {
+                if failing {
+                    tracing::info!(pool = %ep.pool, endpoint = %ep.address, "metrics scrape recovered");
+                    failing = false;
+                }
+                for family in scrape.missing {
+                    if logged_missing.insert(family) {
+                        tracing::info!(pool = %ep.pool, endpoint = %ep.address, family, "metric family missing; the signal it carries is unknown for this endpoint");
+                    }
+                }
+                // Full: the publisher is behind; this scrape is dropped and the next one is due soon.
+                let _ = tx.try_send((ep.id, scrape.metrics));
+            }
+            Err(reason) => {
+                ctx.metrics.scrape_errors.get_or_create(&labels).inc();
+                if !failing {
+                    tracing::warn!(pool = %ep.pool, endpoint = %ep.address, %reason, "metrics scrape failed");
+                    failing = true;
+                }
+            }
+        }
+        let jitter = 0.8 + 0.4 * rng.next_f64();
+        tokio::time::sleep(interval.mul_f64(jitter)).await;
+    }
+}
+
+async fn fetch(ctx: &ScrapeContext, address: &str) -> Result<Bytes, String> {
+    let uri: Uri = format!("http://{address}/metrics")
+        .parse()
+        .map_err(|e| format!("bad address: {e}"))?;
+    let req = Request::get(uri)
+        .body(Full::new(Bytes::new()))
+        .map_err(|e| e.to_string())?;
+    let resp = ctx
+        .client
+        .request(req)
+        .await
+        .map_err(|e| crate::error_chain(&e))?;
+    if resp.status() != StatusCode::OK {
+        return Err(format!("status {}", resp.status()));
+    }
+    let body = Limited::new(resp.into_body(), ctx.settings.max_body_bytes)
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(body.to_bytes())
+}

@@ -1,0 +1,170 @@
+//! Accounting for one proxied response: the in-flight guard (and the flow-control permit) lives
+//! exactly as long as the response body, the first chunk of a stream feeds the picker's latency
+//! model and the TTFT histogram, and `usage` feeds the token counters and the trace capture.
+//! Whatever way the body ends — complete, failed, or dropped by a client that went away —
+//! [`Accounting::finish`] runs once.
+
+use std::sync::Arc;
+
+use infergate_control::admission::FlowPermit;
+use infergate_control::limits::LimitTicket;
+use infergate_control::pool::PoolRuntime;
+use infergate_picker::{Dispatch, InFlightGuard, TtftTicket};
+use infergate_telemetry::capture::Pending;
+use infergate_telemetry::metrics::{Metrics, ModelLabels};
+use infergate_telemetry::usage::UsageTap;
+use tokio::time::Instant;
+
+/// A response that started: what its accounting needs to know.
+#[derive(Debug)]
+pub struct Served<'a> {
+    /// Where the response is counted.
+    pub metrics: Arc<Metrics>,
+    /// The pool whose latency model the first token teaches.
+    pub pool: Arc<PoolRuntime>,
+    /// The model the request was sent to.
+    pub model: &'a str,
+    /// When the request arrived.
+    pub started: Instant,
+    /// When it was sent to the endpoint that answers.
+    pub dispatched: Instant,
+    /// The dispatch to that endpoint: its in-flight guard and TTFT ticket.
+    pub dispatch: Dispatch,
+    /// The response is SSE, so its first chunk is the first token. A buffered answer's first
+    /// byte is its last, which would teach the latency model nonsense, so only streams feed
+    /// TTFT.
+    pub streaming: bool,
+    /// Reads `usage` out of the response as it passes.
+    pub usage: UsageTap,
+}
+
+/// One response's accounting.
+#[derive(Debug)]
+pub struct Accounting {
+    metrics: Arc<Metrics>,
+    pool: Arc<PoolRuntime>,
+    model: ModelLabels,
+    started: Instant,
+    dispatched: Instant,
+    ticket: TtftTicket,
+    guard: Option<InFlightGuard>,
+    permit: Option<FlowPermit>,
+    limit: Option<(LimitTicket, bool)>,
+    streaming: bool,
+    first_seen: bool,
+    usage: UsageTap,
+    capture: Option<Pending>,
+    finished: bool,
+}
+
+impl Accounting {
+    /// Starts accounting for a response that started.
+    pub fn new(served: Served<'_>) -> Self {
+        let Served {
+            metrics,
+            pool,
+            model,
+            started,
+            dispatched,
+            dispatch,
+            streaming,
+            usage,
+        } = served;
+        let Dispatch { ticket, guard } = dispatch;
+        metrics.in_flight.inc();
+        Self {
+            metrics,
+            pool,
+            model: ModelLabels {
+                model: model.to_owned(),
+            },
+            started,
+            dispatched,
+            ticket,
+            guard: Some(guard),
+            permit: None,
+            limit: None,
+            streaming,
+            first_seen: false,
+            usage,
+            capture: None,
+            finished: false,
+        }
+    }
+
+    /// Holds the request's flow-control permit until the response ends, so that flow control
+    /// counts the request in flight for exactly as long as the in-flight guard does.
+    pub fn hold(&mut self, permit: FlowPermit) {
+        self.permit = Some(permit);
+    }
+
+    /// Holds the request's rate-limit reservation until the response ends, to settle it with
+    /// the response's `usage`; `failed`: the model server answered with an error status.
+    pub fn hold_limit(&mut self, ticket: LimitTicket, failed: bool) {
+        self.limit = Some((ticket, failed));
+    }
+
+    /// Writes the request to the trace capture when the response ends.
+    pub fn capture(&mut self, pending: Pending) {
+        self.capture = Some(pending);
+    }
+
+    /// A chunk passed through to the client.
+    pub fn on_data(&mut self, chunk: &[u8]) {
+        if !self.first_seen && !chunk.is_empty() {
+            self.first_seen = true;
+            if let Some(guard) = self.guard.as_mut() {
+                guard.first_token();
+            }
+            if self.streaming {
+                self.pool
+                    .observe_ttft(&self.ticket, self.dispatched.elapsed());
+                self.metrics
+                    .ttft
+                    .get_or_create(&self.model)
+                    .observe(self.started.elapsed().as_secs_f64());
+            }
+        }
+        self.usage.feed(chunk);
+    }
+
+    /// The body ended (or was dropped). Runs once.
+    pub fn finish(&mut self) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        self.guard.take();
+        self.permit.take();
+        self.metrics.in_flight.dec();
+        self.metrics
+            .e2e
+            .get_or_create(&self.model)
+            .observe(self.started.elapsed().as_secs_f64());
+        let usage = self.usage.finish();
+        if let Some(pending) = self.capture.take() {
+            pending.complete(usage, self.usage.streamed_events());
+        }
+        if let Some((ticket, failed)) = self.limit.take() {
+            ticket.finish(usage.map(|u| u.prompt_tokens + u.completion_tokens), failed);
+        }
+        if let Some(u) = usage {
+            let m = &self.metrics;
+            m.prompt_tokens
+                .get_or_create(&self.model)
+                .inc_by(u.prompt_tokens);
+            m.completion_tokens
+                .get_or_create(&self.model)
+                .inc_by(u.completion_tokens);
+            m.cached_tokens
+                .get_or_create(&self.model)
+                .inc_by(u.cached_tokens);
+        }
+    }
+}
+
+impl Drop for Accounting {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}

@@ -1,0 +1,15 @@
+//! infergate's telemetry, shared by both fronts and the control plane: the Prometheus metrics
+//! the admin listener serves ([`metrics`]), token usage read from answers on their way through
+//! ([`usage`]), and the trace capture of completed requests ([`capture`]).
+//!
+//! Nothing here decides anything: the pipeline and the control plane write what they saw, and
+//! this crate only keeps it in bounded form. Where each metric is written is listed in
+//! `docs/architecture.md`.
+
+#![forbid(unsafe_code)]
+
+pub mod capture;
+pub mod metrics;
+pub mod usage;
+
+pub use metrics::Metrics;
