@@ -1,5 +1,5 @@
-//! The gateway-overhead load generator (`bench/overhead.sh` drives it; `docs/benchmarks.md` has
-//! the results).
+//! The gateway-overhead load generator (`scripts/gateway-overhead.sh` drives it;
+//! `docs/benchmarks.md` has the results).
 //!
 //! `run` sends small non-streaming chat completions (`max_tokens` 1 by default) to one or more
 //! `host:port` targets, round-robin, for a bounded time after a warm-up, in one of two modes:

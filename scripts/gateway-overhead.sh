@@ -5,7 +5,7 @@
 # endpoint picker. Everything runs on loopback, on free ports; every load is bounded in count and
 # time. Prints Markdown tables (docs/benchmarks.md, "Gateway overhead").
 #
-#   bench/overhead.sh
+#   scripts/gateway-overhead.sh
 #
 # Knobs (environment): RATE (1000), DURATION (20 s measured), WARMUP (5 s), CONNECTIONS (32,
 # the closed loop), REPLICAS (4), PROXY_CPU (0: the gateway or Envoy), LOAD_CPU (1: the
