@@ -15,7 +15,7 @@
 //! prints p50/p90/p99/p99.9/max, the achieved rate, errors, and the CPU time each `--watch
 //! NAME=PID` process (and the load generator itself) used over the measured window, as a share of
 //! one core. One JSON line goes to stdout (and is appended to `--out FILE`); `table FILE` turns
-//! such lines into the Markdown tables of `docs/benchmarks.md`.
+//! such lines into the Markdown tables of `docs/journal.md`.
 //!
 //! ```text
 //! cargo run --release -p infergate --example overhead -- run --label direct \
