@@ -1,5 +1,5 @@
-//! The gateway-overhead load generator (`bench/overhead.sh` drives it; `docs/benchmarks.md` has
-//! the results).
+//! The gateway-overhead load generator (`scripts/gateway-overhead.sh` drives it;
+//! `docs/benchmarks.md` has the results).
 //!
 //! `run` sends small non-streaming chat completions (`max_tokens` 1 by default) to one or more
 //! `host:port` targets, round-robin, for a bounded time after a warm-up, in one of two modes:
@@ -15,7 +15,7 @@
 //! prints p50/p90/p99/p99.9/max, the achieved rate, errors, and the CPU time each `--watch
 //! NAME=PID` process (and the load generator itself) used over the measured window, as a share of
 //! one core. One JSON line goes to stdout (and is appended to `--out FILE`); `table FILE` turns
-//! such lines into the Markdown tables of `docs/benchmarks.md`.
+//! such lines into the Markdown tables of `docs/journal.md`.
 //!
 //! ```text
 //! cargo run --release -p infergate --example overhead -- run --label direct \

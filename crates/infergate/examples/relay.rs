@@ -1,5 +1,5 @@
 //! The least a proxy can do, in three forms, as floors for the gateway-overhead benchmark
-//! (`bench/overhead.sh`, arms `relay`, `relay-tokio` and `relay-hyper`):
+//! (`scripts/gateway-overhead.sh`, arms `relay`, `relay-tokio` and `relay-hyper`):
 //!
 //! - default: relay bytes between each client connection and an upstream connection of its own,
 //!   two blocking threads per connection, a `read` then a `write` per message — no parsing, no

@@ -20,7 +20,7 @@ use clap::{Parser, Subcommand};
 /// mimalloc instead of the system allocator: a proxied request makes a few dozen short-lived
 /// allocations, and under that churn glibc's per-thread heaps also grow and shrink with
 /// `mprotect` calls (26 to 342 in 3 s of `infergate serve` at 1,000 req/s). See
-/// docs/benchmarks.md, "Gateway overhead", run D.
+/// docs/journal.md, "Run D".
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -3,9 +3,10 @@
 # at a fixed rate and at the most one gateway core sustains, side by side with a real Envoy doing
 # plain round-robin over the same replicas, and with Envoy using `infergate extproc` as its
 # endpoint picker. Everything runs on loopback, on free ports; every load is bounded in count and
-# time. Prints Markdown tables (docs/benchmarks.md, "Gateway overhead").
+# time. Prints Markdown tables: docs/journal.md has every run's, docs/benchmarks.md ("Gateway
+# overhead") the verdicts and how to run it.
 #
-#   bench/overhead.sh
+#   scripts/gateway-overhead.sh
 #
 # Knobs (environment): RATE (1000), DURATION (20 s measured), WARMUP (5 s), CONNECTIONS (32,
 # the closed loop), REPLICAS (4), PROXY_CPU (0: the gateway or Envoy), LOAD_CPU (1: the
@@ -483,7 +484,7 @@ measure_set "$REPLICAS instant replicas" 1 "${REPLICA_PORTS[@]}"
 
 # 2. One replica behind every path, so that all three put the same load on the same engine and
 #    differ only by the hop (with several replicas, how a path spreads requests over replicas
-#    changes the simulator's own latency; see docs/benchmarks.md).
+#    changes the simulator's own latency; see docs/journal.md, runs A and B).
 if ((REPLICAS > 1)); then
     measure_set "1 instant replica" 0 "${REPLICA_PORTS[0]}"
 fi
