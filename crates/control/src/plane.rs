@@ -20,6 +20,7 @@ use crate::limits::RateLimits;
 use crate::load::{check_supported, parse_config, read_file};
 use crate::routes::Routes;
 use crate::scrape::{self, ScrapeContext, ScrapeSettings, Scrapers};
+use crate::tls::Tls;
 
 /// How the control plane runs, beyond its config file.
 #[derive(Debug, Clone, Default)]
@@ -90,8 +91,8 @@ impl Plane {
         let config_dir = options.config_path.as_deref().and_then(Path::parent);
         let admin_listen = options.admin_listen.unwrap_or(config.admin_listen.value);
         let metrics_enabled = config.metrics_enabled.value;
-        let routes = Routes::build(config, config_dir, None)?;
         let metrics = Arc::new(Metrics::new());
+        let routes = Routes::build(config, config_dir, None, &metrics)?;
         let capture = match &options.capture {
             Some(path) => Some(Capture::open(path, &metrics)?),
             None => None,
@@ -135,6 +136,30 @@ impl Plane {
                 file_seen: Arc::new(Mutex::new(file_seen)),
             },
         })
+    }
+
+    /// What a front does before it binds its own listener: starts the plane, waits (up to
+    /// [`crate::keys::FIRST_LOAD_WAIT`]) for the JWT signing keys' first load, and loads the
+    /// listener's certificate as `spec.tls` asks (`None`: plain). Serving before a JWKS URL
+    /// answered would refuse every token, so the wait is worth its few milliseconds.
+    pub async fn open(
+        config: ResolvedGateway,
+        options: &PlaneOptions,
+    ) -> Result<(Self, Option<Tls>), GatewayError> {
+        let config_dir = options.config_path.as_deref().and_then(Path::parent);
+        let tls_mode = config.tls.clone();
+        let plane = Self::start(config, options)?;
+        if !plane
+            .handle
+            .wait_for_keys(crate::keys::FIRST_LOAD_WAIT)
+            .await
+        {
+            tracing::warn!(
+                "no JWT signing keys loaded yet: tokens get 503 until the key set loads (retried in the background)"
+            );
+        }
+        let tls = crate::tls::configure(&tls_mode, config_dir)?;
+        Ok((plane, tls))
     }
 
     /// The admin listener's address.
@@ -182,7 +207,12 @@ impl PlaneHandle {
                 "spec.listen changed: listeners are bound at start-up; restart to move them"
             );
         }
-        let routes = Arc::new(Routes::build(config, config_dir, Some(&old))?);
+        let routes = Arc::new(Routes::build(
+            config,
+            config_dir,
+            Some(&old),
+            &self.shared.metrics,
+        )?);
         let old_auth = self.shared.auth.load_full();
         let auth = Auth::for_config(
             &routes.config,

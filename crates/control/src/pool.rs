@@ -5,6 +5,7 @@
 //! picker needs `&mut`, so it sits behind a mutex held only for the pick and the dispatch of one
 //! request (microseconds); the first-token observation takes it once more.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -17,7 +18,8 @@ use infergate_picker::{
     ScrapedMetrics, TtftTicket,
 };
 
-use infergate_telemetry::metrics::{Metrics, PoolLabels};
+use infergate_telemetry::metrics::{EndpointLabels, Metrics, PoolLabels, RetryLabels};
+use prometheus_client::metrics::counter::Counter;
 
 use crate::admission::Admission;
 use crate::discovery::{self, endpoint_id};
@@ -55,10 +57,68 @@ pub struct PoolRuntime {
     snapshot: ArcSwap<Snapshot>,
     picker: Arc<Mutex<Picker>>,
     admission: Arc<Admission>,
+    /// Each member's counters, labelled once when the membership is made, so the request path
+    /// never builds a label set.
+    counters: HashMap<EndpointId, EndpointCounters>,
+}
+
+/// The request-path counters of one endpoint: handles into the metric families, made when
+/// the endpoint joins the pool.
+#[derive(Debug, Clone)]
+struct EndpointCounters {
+    sent: Counter,
+    retried_connect: Counter,
+    retried_unavailable: Counter,
+}
+
+/// Why an attempt at an endpoint moved on to the next one, as the retry metric names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryReason {
+    /// No answer: connect refused or timed out, reset, closed before the response head.
+    Connect,
+    /// The endpoint answered 503.
+    Unavailable,
+}
+
+impl RetryReason {
+    /// The `reason` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RetryReason::Connect => "connect",
+            RetryReason::Unavailable => "status_503",
+        }
+    }
 }
 
 fn seed_of(name: &str) -> u64 {
     endpoint_id(name).0
+}
+
+impl EndpointCounters {
+    fn of(metrics: &Metrics, pool: &str, address: &str) -> Self {
+        let retried = |reason: RetryReason| {
+            metrics
+                .retries
+                .get_or_create(&RetryLabels {
+                    pool: pool.to_owned(),
+                    endpoint: address.to_owned(),
+                    reason: reason.as_str().to_owned(),
+                })
+                .clone()
+        };
+        let sent = metrics
+            .routing_decisions
+            .get_or_create(&EndpointLabels {
+                pool: pool.to_owned(),
+                endpoint: address.to_owned(),
+            })
+            .clone();
+        Self {
+            sent,
+            retried_connect: retried(RetryReason::Connect),
+            retried_unavailable: retried(RetryReason::Unavailable),
+        }
+    }
 }
 
 /// Everything a pool is built from, named, so no two settings can be swapped by position.
@@ -75,6 +135,8 @@ struct PoolParts<'a> {
     policy: Policy,
     /// The endpoints discovery found.
     members: Vec<EndpointSpec>,
+    /// Where its endpoints' counters live.
+    metrics: &'a Metrics,
 }
 
 fn lock(m: &Mutex<Picker>) -> MutexGuard<'_, Picker> {
@@ -92,6 +154,7 @@ impl PoolRuntime {
         gateway: &ResolvedGateway,
         policy: Policy,
         previous: Option<&PoolRuntime>,
+        metrics: &Metrics,
     ) -> Result<Self, GatewayError> {
         Self::build(
             PoolParts {
@@ -106,6 +169,7 @@ impl PoolRuntime {
                 admission: Admission::new(&config.name, gateway, true),
                 policy,
                 members: discovery::static_members(config),
+                metrics,
             },
             previous,
         )
@@ -116,6 +180,7 @@ impl PoolRuntime {
         name: &str,
         authority: &str,
         gateway: &ResolvedGateway,
+        metrics: &Metrics,
     ) -> Result<Self, GatewayError> {
         Self::build(
             PoolParts {
@@ -131,6 +196,7 @@ impl PoolRuntime {
                 admission: Admission::new(name, gateway, false),
                 policy: Policy::RoundRobin,
                 members: vec![discovery::host_member(authority)],
+                metrics,
             },
             None,
         )
@@ -149,7 +215,12 @@ impl PoolRuntime {
             admission,
             policy,
             members,
+            metrics,
         } = parts;
+        let counters = members
+            .iter()
+            .map(|m| (m.id, EndpointCounters::of(metrics, name, &m.address)))
+            .collect();
         let bad = |e: infergate_picker::PoolError| GatewayError::Picker {
             pool: name.to_owned(),
             reason: e.to_string(),
@@ -196,7 +267,27 @@ impl PoolRuntime {
             snapshot: ArcSwap::from_pointee(Snapshot { pool, state }),
             picker,
             admission,
+            counters,
         })
+    }
+
+    /// Counts a request sent to `endpoint` (fallbacks included) in
+    /// `infergate_routing_decisions_total`.
+    pub fn count_sent(&self, endpoint: EndpointId) {
+        if let Some(c) = self.counters.get(&endpoint) {
+            c.sent.inc();
+        }
+    }
+
+    /// Counts an attempt at `endpoint` that moved on to the next endpoint in
+    /// `infergate_upstream_retries_total`.
+    pub fn count_retry(&self, endpoint: EndpointId, reason: RetryReason) {
+        if let Some(c) = self.counters.get(&endpoint) {
+            match reason {
+                RetryReason::Connect => c.retried_connect.inc(),
+                RetryReason::Unavailable => c.retried_unavailable.inc(),
+            };
+        }
     }
 
     /// The current snapshot.

@@ -11,12 +11,11 @@ use bytes::Bytes;
 use hyper::header::CONTENT_TYPE;
 use infergate_control::PlaneHandle;
 use infergate_pipeline::account::{Accounting, Served};
-use infergate_pipeline::pick::count_sent;
 use infergate_pipeline::rewrite::restore::Restore;
 use infergate_telemetry::usage::UsageTap;
 use tokio::time::Instant;
 
-use crate::decide::Routed;
+use crate::destination::Routed;
 use crate::protocol::Head;
 
 /// One response's accounting. Dropping it ends the accounting (the in-flight guard goes), so a
@@ -74,7 +73,7 @@ impl Answer {
             Some((id, address)) if id != primary => {
                 match pool.dispatch(&snap, id, &features, handle.clock().now()) {
                     Ok(d) => {
-                        count_sent(handle.metrics(), &pool.name, &address);
+                        pool.count_sent(id);
                         (d, address)
                     }
                     Err(_) => (dispatch, primary_address),

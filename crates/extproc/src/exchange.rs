@@ -29,7 +29,7 @@ use infergate_telemetry::metrics::RequestLabels;
 use tokio::time::Instant;
 
 use crate::answer::Answer;
-use crate::decide::Routed;
+use crate::destination::Routed;
 use crate::metadata;
 use crate::protocol::{self, Head};
 use crate::service::Processor;

@@ -1,6 +1,7 @@
 //! infergate as Envoy's endpoint picker: a gRPC `ext_proc` server implementing the Gateway API
-//! Inference Extension's endpoint-picker protocol over the standalone gateway's data plane —
-//! the same routes, pools, scrapers, features, admission, picker, accounting and `/metrics`.
+//! Inference Extension's endpoint-picker protocol over the same control plane
+//! (`infergate-control`) and request pipeline (`infergate-pipeline`) as the HTTP front — the
+//! same routes, pools, scrapers, steps, accounting and `/metrics`.
 //!
 //! Envoy owns the listener and the upstream connections. For each request it opens one
 //! `Process` stream, sends the headers and (in `FULL_DUPLEX_STREAMED` mode) the body; infergate
@@ -12,14 +13,17 @@
 //! endpoint served (Envoy's override-host policy reports it) and accounts for the response
 //! until its last chunk.
 //!
-//! | step | file | what |
-//! |---|---|---|
-//! | wire | [`protocol`], [`metadata`] | keys, header/metadata answers, ≤ 62,000-byte chunks, immediate responses |
-//! | stream | [`exchange`], [`service`] | one stream's state machine; the gRPC service that drives it |
-//! | decide | [`decide`], [`subset`] | parse → rewrite → route → identity → features → subset → pick |
-//! | wait | [`wait`] | the steps that may wait: token check, rate limits, flow-control queue |
-//! | account | [`answer`] | served endpoint, in-flight guard, TTFT, usage, rate-limit settling, model renamed back |
-//! | serve | [`server`], [`health`] | listeners, TLS, gRPC health, drain |
+//! What is here is only what the Envoy front does itself; which file runs which step of the
+//! pipeline is mapped in `docs/architecture.md` ("The Envoy front"):
+//!
+//! | concern | file |
+//! |---|---|
+//! | wire: keys, header/metadata answers, ≤ 62,000-byte chunks, immediate responses | [`protocol`], [`metadata`] |
+//! | one stream's state machine; the gRPC service that drives it | [`exchange`], [`service`] |
+//! | Envoy's subset hint; the pick as a destination list | [`destination`], [`subset`] |
+//! | the pipeline's steps that may wait, polled beside Envoy's messages | [`wait`] |
+//! | the answer's way back: served endpoint, accounting, model renamed back | [`answer`] |
+//! | listeners, TLS, gRPC health, drain | [`server`], [`health`] |
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), infergate_extproc::ExtProcError> {
@@ -36,7 +40,7 @@
 #![forbid(unsafe_code)]
 
 pub mod answer;
-pub mod decide;
+pub mod destination;
 mod error;
 pub mod exchange;
 pub mod health;

@@ -5,7 +5,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -124,31 +124,18 @@ impl ExtProc {
         options: ExtProcOptions,
     ) -> Result<Self, ExtProcError> {
         check_extproc(&config)?;
-        let config_dir = options.config_path.as_deref().and_then(Path::parent);
         let listen = options.listen.unwrap_or(if config.listen.is_default {
             DEFAULT_LISTEN
         } else {
             config.listen.value
         });
-        let tls_mode = config.tls.clone();
         let plane_options = PlaneOptions {
             admin_listen: options.admin_listen,
             config_path: options.config_path.clone(),
             scrape: options.scrape,
             ..PlaneOptions::default()
         };
-        let plane = Plane::start(config, &plane_options)?;
-        // A JWKS URL answers within moments; serving before it did would refuse every token.
-        if !plane
-            .handle()
-            .wait_for_keys(infergate_control::keys::FIRST_LOAD_WAIT)
-            .await
-        {
-            tracing::warn!(
-                "no JWT signing keys loaded yet: tokens get 503 until the key set loads (retried in the background)"
-            );
-        }
-        let tls = infergate_control::tls::configure(&tls_mode, config_dir)?;
+        let (plane, tls) = Plane::open(config, &plane_options).await?;
         let listener = bind(listen).await?;
         let local_addr = address_of(&listener)?;
         let health_listener = match options.health_listen {

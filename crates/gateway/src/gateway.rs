@@ -2,7 +2,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -88,21 +88,8 @@ impl Gateway {
         config: ResolvedGateway,
         options: GatewayOptions,
     ) -> Result<Self, GatewayError> {
-        let config_dir = options.config_path.as_deref().and_then(Path::parent);
         let listen = options.listen.unwrap_or(config.listen.value);
-        let tls_mode = config.tls.clone();
-        let plane = Plane::start(config, &options.plane_options())?;
-        // A JWKS URL answers within moments; serving before it did would refuse every token.
-        if !plane
-            .handle()
-            .wait_for_keys(infergate_control::keys::FIRST_LOAD_WAIT)
-            .await
-        {
-            tracing::warn!(
-                "no JWT signing keys loaded yet: tokens get 503 until the key set loads (retried in the background)"
-            );
-        }
-        let tls = infergate_control::tls::configure(&tls_mode, config_dir)?;
+        let (plane, tls) = Plane::open(config, &options.plane_options()).await?;
         let listener = TcpListener::bind(listen)
             .await
             .map_err(|cause| GatewayError::Bind {

@@ -2,14 +2,15 @@
 //! request pipeline (`infergate-pipeline`) over the shared control plane
 //! (`infergate-control`), and proxying each request to the endpoint picked for it.
 //!
-//! What is here is only what an HTTP front does itself:
+//! What is here is only what an HTTP front does itself; which file runs which step of the
+//! pipeline is mapped in `docs/architecture.md` ("The HTTP front"):
 //!
-//! | step | file | what |
-//! |---|---|---|
-//! | listen | [`server`] | HTTP/1.1 and h2 (h2c in the clear) on one port; TLS; graceful drain |
-//! | read | [`body`] | the body read once, bounded (413); errors and answers as responses |
-//! | run the pipeline | [`service`] | auth → parse → rewrite → route → identity → limit → admit → pick, in the order `docs/architecture.md` gives |
-//! | proxy | [`proxy`] | forward, retry before the first byte, stream the answer through, account for it |
+//! | concern | file |
+//! |---|---|
+//! | HTTP/1.1 and h2 (h2c in the clear) on one port; TLS; graceful drain | [`server`] |
+//! | the body read once, bounded (413); errors and answers as responses | [`body`] |
+//! | `/v1` routes, and the pipeline's steps called in order | [`service`] |
+//! | forward, retry before the first byte, stream the answer through | [`proxy`] |
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), infergate_control::GatewayError> {

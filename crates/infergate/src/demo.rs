@@ -128,6 +128,17 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
         }
         let yaml = config_yaml(&bound.iter().map(|(m, _, a)| (*m, *a)).collect::<Vec<_>>());
         let config = infergate_config::gateway::load_from_str(&yaml)?.resolve()?;
+        // The gateway's own listeners first: a port already taken fails the demo before any
+        // simulated replica starts serving (the replicas' sockets are bound, but idle until
+        // the fleet is spawned below).
+        let options = GatewayOptions {
+            listen: Some(args.listen),
+            admin_listen: Some(args.admin_listen),
+            drain_timeout: Duration::from_secs(10),
+            capture: args.capture,
+            ..GatewayOptions::default()
+        };
+        let gateway = Gateway::bind(config, options).await?;
         let (stop, stopped) = watch::channel(false);
         let replicas = bound
             .into_iter()
@@ -137,21 +148,6 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
             let mut stopped = stopped;
             let _ = stopped.wait_for(|&s| s).await;
         }));
-        let options = GatewayOptions {
-            listen: Some(args.listen),
-            admin_listen: Some(args.admin_listen),
-            drain_timeout: Duration::from_secs(10),
-            capture: args.capture,
-            ..GatewayOptions::default()
-        };
-        let gateway = match Gateway::bind(config, options).await {
-            Ok(g) => g,
-            Err(e) => {
-                let _ = stop.send(true);
-                let _ = fleet.await;
-                return Err(e.into());
-            }
-        };
         let handle = gateway.handle();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         while !handle.is_ready() && tokio::time::Instant::now() < deadline {

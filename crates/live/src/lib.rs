@@ -41,12 +41,12 @@ use std::time::Duration;
 #[derive(Debug, thiserror::Error)]
 pub enum LiveError {
     /// A file, socket or runtime operation failed.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {cause}", path.display())]
     Io {
         /// What was being read, written or bound.
         path: PathBuf,
-        /// The error.
-        source: std::io::Error,
+        /// The error (in the message, not a `source()`, so a chain printer shows it once).
+        cause: std::io::Error,
     },
     /// A process could not be started.
     #[error("starting {what}: {reason}")]
@@ -92,10 +92,10 @@ pub enum LiveError {
 
 impl LiveError {
     /// An I/O error on `path`.
-    pub fn io(path: &Path, source: std::io::Error) -> LiveError {
+    pub fn io(path: &Path, cause: std::io::Error) -> LiveError {
         LiveError::Io {
             path: path.to_owned(),
-            source,
+            cause,
         }
     }
 }

@@ -2,26 +2,15 @@
 //! called by both fronts (`infergate-gateway`'s HTTP listener and `infergate-extproc`'s Envoy
 //! endpoint picker), so both make the same decision for the same request.
 //!
-//! The steps, in the order a request meets them (`docs/architecture.md` draws both fronts'
-//! way through them):
+//! One module per step; their order, and which file of each front calls them, is written
+//! once in `docs/architecture.md` ("A request's way through"). The modules: [`auth`],
+//! [`parse`], [`rewrite`], [`route`], [`identity`], [`features`], [`limit`], [`admit`],
+//! [`pick`], [`account`].
 //!
-//! | step | module | what |
-//! |---|---|---|
-//! | auth | [`auth`] | the bearer token checked before the body is read (401/403/503) |
-//! | parse | [`parse`] | model, stream flag, prompt bytes, max tokens (400) |
-//! | rewrite | [`rewrite`] | the canary's choice written into the body; the answer renamed back |
-//! | route | [`route`] | model → adapter → base model → pool (404) |
-//! | identity | [`identity`] | tenant and priority band, from the token's claims or headers; the band forwarded |
-//! | features | [`features`] | the request as the picker sees it: prefix hashes, token estimate |
-//! | limit | [`limit`] | the tenant's requests/s and tokens/min (429 + Retry-After) |
-//! | admit | [`admit`] | flow control: go, wait in the band's fair queue, or 429/503 |
-//! | pick | [`pick`] | primary and ordered fallbacks on the pool as it is now (503) |
-//! | account | [`account`] | in-flight guard, TTFT, usage, rate-limit settling, capture |
-//!
-//! [`prepare`] runs parse → features as one call; limit, admit and pick may wait and are
-//! called one by one, so each front can wait its own way (the HTTP front awaits; the ext_proc
-//! front polls them beside Envoy's messages). Every failure is an [`ApiError`] that knows its
-//! status and its OpenAI-shaped body.
+//! [`prepare`] runs the steps that never wait (parse to features) as one call; limit and admit
+//! may wait and are called one by one, so each front waits its own way (the HTTP front
+//! awaits; the ext_proc front polls them beside Envoy's messages), then pick. Every failure is
+//! an [`ApiError`] that knows its status and its OpenAI-shaped body.
 
 #![forbid(unsafe_code)]
 

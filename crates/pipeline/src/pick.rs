@@ -9,7 +9,7 @@ use infergate_api_error::ApiError;
 use infergate_control::pool::{PoolRuntime, Snapshot};
 use infergate_control::Clock;
 use infergate_picker::{Dispatch, Pick, RequestFeatures};
-use infergate_telemetry::metrics::{EndpointLabels, Metrics, PoolLabels};
+use infergate_telemetry::metrics::{Metrics, PoolLabels};
 use tokio::time::Instant;
 
 /// A request's endpoints, chosen.
@@ -65,16 +65,4 @@ pub fn pick(
         pick,
         dispatch,
     })
-}
-
-/// Counts a request sent to `address` of `pool` in `infergate_routing_decisions_total`
-/// (fallbacks included: every endpoint a request is sent to).
-pub fn count_sent(metrics: &Metrics, pool: &str, address: &str) {
-    metrics
-        .routing_decisions
-        .get_or_create(&EndpointLabels {
-            pool: pool.to_owned(),
-            endpoint: address.to_owned(),
-        })
-        .inc();
 }

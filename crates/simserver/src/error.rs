@@ -7,17 +7,32 @@ use infergate_engine::ConfigError;
 use serde::Serialize;
 
 /// Why a simulated server could not start or keep running.
+///
+/// Each message carries its cause, and no variant exposes it again as `source()`, so a printer
+/// that walks the chain shows each cause once.
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
     /// The engine settings are ones vLLM would refuse.
     #[error("invalid engine config: {0}")]
-    Config(#[from] ConfigError),
+    Config(ConfigError),
     /// A server knob is out of range; the message names it.
     #[error("invalid replica spec: {0}")]
     InvalidSpec(String),
     /// The listener failed (reading its address, or binding it again after a restart).
     #[error("listener: {0}")]
-    Io(#[from] std::io::Error),
+    Io(std::io::Error),
+}
+
+impl From<ConfigError> for SimError {
+    fn from(e: ConfigError) -> Self {
+        SimError::Config(e)
+    }
+}
+
+impl From<std::io::Error> for SimError {
+    fn from(e: std::io::Error) -> Self {
+        SimError::Io(e)
+    }
 }
 
 /// An error answered to an HTTP client: `{"error": {"message", "type", "param", "code"}}` with

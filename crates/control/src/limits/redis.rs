@@ -43,7 +43,7 @@ pub enum RedisError {
     Timeout(Duration),
     /// Connecting, writing or reading failed.
     #[error("Redis connection: {0}")]
-    Io(#[from] std::io::Error),
+    Io(std::io::Error),
     /// Redis refused a command.
     #[error("Redis refused: {0}")]
     Server(String),
@@ -53,6 +53,13 @@ pub enum RedisError {
     /// A recent call failed; the next attempt is after [`RETRY_DELAY`].
     #[error("Redis failed moments ago (next attempt within {RETRY_DELAY:?})")]
     Down,
+}
+
+/// The cause is in the message, not a `source()`, so a chain printer shows it once.
+impl From<std::io::Error> for RedisError {
+    fn from(e: std::io::Error) -> Self {
+        RedisError::Io(e)
+    }
 }
 
 impl RedisError {

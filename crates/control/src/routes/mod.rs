@@ -10,6 +10,8 @@ use infergate_config::gateway::{DefaultBackend, ResolvedGateway};
 
 pub mod rewrites;
 
+use infergate_telemetry::metrics::Metrics;
+
 use crate::error::GatewayError;
 use crate::pool::PoolRuntime;
 use crate::routes::rewrites::Rewrites;
@@ -46,6 +48,7 @@ impl Routes {
         config: ResolvedGateway,
         config_dir: Option<&Path>,
         previous: Option<&Routes>,
+        metrics: &Metrics,
     ) -> Result<Self, GatewayError> {
         let mut pools = Vec::with_capacity(config.pools.len());
         let mut by_name = HashMap::with_capacity(config.pools.len());
@@ -57,6 +60,7 @@ impl Routes {
                 &config,
                 policy,
                 prev.map(|a| &**a),
+                metrics,
             )?));
             by_name.insert(p.name.clone(), i);
         }
@@ -67,6 +71,7 @@ impl Routes {
                 "default-backend",
                 &format!("{host}:{}", port.value),
                 &config,
+                metrics,
             )?)),
         };
         let models = models_body(&config);

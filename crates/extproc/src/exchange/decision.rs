@@ -12,7 +12,7 @@ use infergate_pipeline::{admit, prepare, Inbound, Prepared};
 use tokio::time::Instant;
 
 use super::{Ending, Exchange, Phase};
-use crate::decide;
+use crate::destination;
 use crate::protocol::{self, Direction};
 use crate::wait::{self, Pending, Step};
 
@@ -69,7 +69,8 @@ impl Exchange {
             Err(e) => return self.refuse(&e),
         };
         if let Some(hint) = self.subset.as_deref() {
-            if let Err(e) = decide::restrict(&routes, &self.processor.subsets, &mut prepared, hint)
+            if let Err(e) =
+                destination::restrict(&routes, &self.processor.subsets, &mut prepared, hint)
             {
                 return self.refuse(&e);
             }
@@ -121,7 +122,7 @@ impl Exchange {
         permit: FlowPermit,
         ending: Ending,
     ) -> Vec<ProcessingResponse> {
-        let routed = match decide::pick(&self.processor.handle, prepared, permit) {
+        let routed = match destination::pick(&self.processor.handle, prepared, permit) {
             Ok(r) => r,
             Err(e) => return self.refuse(&e),
         };

@@ -8,6 +8,7 @@
 //!   is not retried, and the gateway's own 429 never reaches this point.
 
 pub mod client;
+pub mod failure;
 pub mod headers;
 pub mod keepalive;
 pub mod stream;
@@ -16,6 +17,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http_body_util::Full;
+use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE, HOST};
 use hyper::http::request::Parts;
 use hyper::http::uri::{Authority, Scheme};
@@ -23,18 +25,19 @@ use hyper::{Request, Response, StatusCode, Uri};
 use infergate_control::admission::FlowPermit;
 use infergate_control::error_chain;
 use infergate_control::limits::LimitTicket;
-use infergate_picker::Dispatch;
+use infergate_control::pool::Snapshot;
+use infergate_picker::{Dispatch, EndpointId};
 use infergate_pipeline::account::{Accounting, Served};
-use infergate_pipeline::pick::{count_sent, Picked};
+use infergate_pipeline::pick::Picked;
 use infergate_pipeline::rewrite::restore::{Restore, RestoreBody};
 use infergate_pipeline::{ApiError, Prepared};
 use infergate_telemetry::capture;
-use infergate_telemetry::metrics::RetryLabels;
 use infergate_telemetry::usage::UsageTap;
 use tokio::time::Instant;
 
 use crate::body::ResponseBody;
 use crate::Front;
+use failure::Failure;
 use keepalive::Lease;
 use stream::ProxyBody;
 
@@ -73,7 +76,6 @@ impl Forward<'_> {
         } = picked;
         let target = &self.prepared.target;
         let pool = &target.pool;
-        let plane = &self.front.plane;
         let headers = headers::upstream(
             &self.parts.headers,
             &self.prepared.model,
@@ -81,80 +83,101 @@ impl Forward<'_> {
         );
         let path = self.parts.uri.path_and_query().map_or("/", |p| p.as_str());
         let mut first = Some(first);
-        let mut last = String::from("no endpoint was tried");
+        let mut last: Option<Failure> = None;
         let mut tried = 0;
         let candidates = std::iter::once(pick.primary).chain(pick.fallbacks.iter().copied());
         for id in candidates {
             let Some(address) = snap.pool.address(id) else {
                 continue;
             };
-            let dispatch = match first.take() {
-                Some(d) => d,
-                None => {
-                    match pool.dispatch(&snap, id, &self.prepared.features, plane.clock().now()) {
-                        Ok(d) => d,
-                        Err(e) => {
-                            last = e.to_string();
-                            continue;
-                        }
-                    }
-                }
-            };
-            tried += 1;
-            count_sent(plane.metrics(), &pool.name, address);
-            let req = match build_request(
-                self.parts,
-                headers.clone(),
-                address,
-                path,
-                self.body.clone(),
-                pool.h2c,
-            ) {
-                Ok(r) => r,
-                Err(e) => {
-                    last = format!("{address}: {e}");
-                    continue;
-                }
-            };
-            let dispatched = Instant::now();
-            let sent = if pool.h2c {
-                match self.front.clients.h2c.request(req).await {
-                    Ok(resp) => Ok((resp, None)),
-                    Err(e) => Err(format!("{address}: {}", error_chain(&e))),
-                }
-            } else {
-                match self.front.clients.http1.send(address, req).await {
-                    Ok((resp, lease)) => Ok((resp, Some(lease))),
-                    // The error names the endpoint.
-                    Err(e) => Err(error_chain(&e)),
-                }
-            };
-            let reason = match sent {
-                Ok((resp, lease)) if resp.status() != StatusCode::SERVICE_UNAVAILABLE => {
+            let attempt = self
+                .attempt(&snap, id, address, first.take(), &headers, path)
+                .await;
+            let failure = match attempt {
+                Ok((resp, lease, dispatch, dispatched)) => {
                     let held = (permit.take(), limit.take());
                     return Ok(self.respond(resp, lease, dispatch, address, dispatched, held));
                 }
-                Ok(_) => {
-                    last = format!("{address} answered 503");
-                    "status_503"
-                }
-                Err(e) => {
-                    last = e;
-                    "connect"
-                }
+                Err(failure) => failure,
             };
-            tracing::debug!(pool = %pool.name, endpoint = %address, %last, "trying the next endpoint");
-            plane
-                .metrics()
-                .retries
-                .get_or_create(&RetryLabels {
-                    pool: pool.name.clone(),
-                    endpoint: address.to_owned(),
-                    reason: reason.to_owned(),
-                })
-                .inc();
+            if failure.tried() {
+                tried += 1;
+            }
+            if let Some(reason) = failure.reason() {
+                tracing::debug!(pool = %pool.name, endpoint = %address, failure = %failure, "trying the next endpoint");
+                pool.count_retry(id, reason);
+            }
+            let retryable = failure.retryable();
+            last = Some(failure);
+            if !retryable {
+                break;
+            }
         }
+        let last = last.map_or_else(|| "no endpoint was tried".to_owned(), |f| f.to_string());
         Err(ApiError::upstream_unavailable(&pool.name, tried, last))
+    }
+
+    /// One attempt at `address`: dispatched (the primary already is), sent, and answered with
+    /// anything but 503.
+    async fn attempt(
+        &self,
+        snap: &Snapshot,
+        id: EndpointId,
+        address: &str,
+        primary: Option<Dispatch>,
+        headers: &hyper::HeaderMap,
+        path: &str,
+    ) -> Result<(Response<Incoming>, Option<Lease>, Dispatch, Instant), Failure> {
+        let pool = &self.prepared.target.pool;
+        let plane = &self.front.plane;
+        let dispatch = match primary {
+            Some(d) => d,
+            None => pool
+                .dispatch(snap, id, &self.prepared.features, plane.clock().now())
+                .map_err(Failure::Dispatch)?,
+        };
+        pool.count_sent(id);
+        let req = build_request(
+            self.parts,
+            headers.clone(),
+            address,
+            path,
+            self.body.clone(),
+            pool.h2c,
+        )
+        .map_err(|cause| Failure::Request {
+            address: address.to_owned(),
+            cause,
+        })?;
+        let dispatched = Instant::now();
+        let (resp, lease) = if pool.h2c {
+            let resp = self
+                .front
+                .clients
+                .h2c
+                .request(req)
+                .await
+                .map_err(|e| Failure::H2c {
+                    address: address.to_owned(),
+                    cause: error_chain(&e),
+                })?;
+            (resp, None)
+        } else {
+            let (resp, lease) = self
+                .front
+                .clients
+                .http1
+                .send(address, req)
+                .await
+                .map_err(Failure::Http1)?;
+            (resp, Some(lease))
+        };
+        if resp.status() == StatusCode::SERVICE_UNAVAILABLE {
+            return Err(Failure::Unavailable {
+                address: address.to_owned(),
+            });
+        }
+        Ok((resp, lease, dispatch, dispatched))
     }
 
     fn respond(

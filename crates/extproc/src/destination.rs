@@ -11,7 +11,7 @@ use infergate_control::pool::Snapshot;
 use infergate_control::routes::{Routes, Target};
 use infergate_control::PlaneHandle;
 use infergate_picker::{Dispatch, EndpointId, RequestFeatures};
-use infergate_pipeline::pick::{self, count_sent, Picked};
+use infergate_pipeline::pick::{self, Picked};
 use infergate_pipeline::{ApiError, Prepared};
 
 use crate::subset::SubsetIndexes;
@@ -86,9 +86,7 @@ pub fn pick(
         pick,
         dispatch,
     } = picked;
-    if let Some(address) = snap.pool.address(pick.primary) {
-        count_sent(metrics, &target.pool.name, address);
-    }
+    target.pool.count_sent(pick.primary);
     Ok(Routed {
         target,
         snap,
