@@ -22,7 +22,7 @@ except ImportError:  # pragma: no cover - the message is the point
     )
     sys.exit(3)
 
-# The gateway's reference message for a model no pool serves (infergate_gateway::NO_MATCHING_MODEL).
+# The gateway's reference message for a model no pool serves (infergate_api_error::NO_MATCHING_MODEL).
 NO_MATCHING_MODEL = (
     "no matching model: set the model in the request body or the x-gateway-model-name header"
 )

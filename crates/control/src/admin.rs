@@ -16,7 +16,7 @@ use hyper_util::rt::TokioIo;
 use tokio::sync::oneshot;
 
 use crate::error::GatewayError;
-use crate::plane::Shared;
+use crate::shared::Shared;
 use infergate_telemetry::metrics::EndpointLabels;
 
 /// The running admin listener; [`Admin::stop`] (or dropping it) ends it.
@@ -132,7 +132,7 @@ fn route(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
         "/healthz" => text(StatusCode::OK, "ok\n"),
         "/readyz" => {
             let mut waiting = unscraped(shared);
-            if !crate::keys::keys_ready(shared) {
+            if !shared.keys_ready() {
                 waiting.push("JWT signing keys (never loaded)".to_owned());
             }
             if waiting.is_empty() {

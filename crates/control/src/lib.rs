@@ -35,6 +35,7 @@ pub mod policy;
 pub mod pool;
 pub mod routes;
 pub mod scrape;
+mod shared;
 pub mod tls;
 
 pub use clock::Clock;

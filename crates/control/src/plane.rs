@@ -20,6 +20,7 @@ use crate::limits::RateLimits;
 use crate::load::{check_supported, parse_config, read_file};
 use crate::routes::Routes;
 use crate::scrape::{self, ScrapeContext, ScrapeSettings, Scrapers};
+use crate::shared::Shared;
 use crate::tls::Tls;
 
 /// How the control plane runs, beyond its config file.
@@ -36,28 +37,6 @@ pub struct PlaneOptions {
     /// Write one JSON line per completed request to this file (see
     /// [`infergate_telemetry::capture`]).
     pub capture: Option<PathBuf>,
-}
-
-/// What every request and the control plane share.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    /// The routing table, replaced whole by a reload.
-    pub(crate) routes: ArcSwap<Routes>,
-    /// The one clock of picks and scrapes.
-    pub(crate) clock: Clock,
-    /// The gateway's metrics.
-    pub(crate) metrics: Arc<Metrics>,
-    /// `observability.metrics.enabled`.
-    pub(crate) metrics_enabled: bool,
-    /// JWT auth with its keys, when `spec.auth` is set; replaced by a reload.
-    pub(crate) auth: ArcSwapOption<Auth>,
-    /// When signing keys are loaded again (for key stores a reload starts).
-    pub(crate) jwks: JwksRefresh,
-    /// Per-tenant rate limits, when `spec.rateLimits` is set; replaced by a reload (which
-    /// keeps the store when it is the same).
-    pub(crate) rate_limits: ArcSwapOption<RateLimits>,
-    /// The trace capture, when `--capture` asked for one.
-    pub(crate) capture: Option<Capture>,
 }
 
 /// The control plane: the pools, their scrapers and the admin listener. `infergate serve`
@@ -342,7 +321,7 @@ impl PlaneHandle {
             .load()
             .scraped_pools()
             .all(|p| p.all_scraped())
-            && crate::keys::keys_ready(&self.shared)
+            && self.shared.keys_ready()
     }
 
     /// With auth on, waits up to `within` for the signing keys' first load; whether there are

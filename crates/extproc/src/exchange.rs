@@ -31,8 +31,8 @@ use tokio::time::Instant;
 use crate::answer::Answer;
 use crate::destination::Routed;
 use crate::metadata;
+use crate::processor::Processor;
 use crate::protocol::{self, Head};
-use crate::service::Processor;
 use crate::wait::{Pending, Resumed};
 use infergate_pipeline::Prepared;
 

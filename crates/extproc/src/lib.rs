@@ -45,6 +45,7 @@ mod error;
 pub mod exchange;
 pub mod health;
 pub mod metadata;
+pub mod processor;
 pub mod protocol;
 pub mod server;
 pub mod service;

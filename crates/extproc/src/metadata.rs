@@ -6,7 +6,9 @@ use envoy_types::pb::envoy::config::core::v3::Metadata;
 use envoy_types::pb::google::protobuf::value::Kind;
 use envoy_types::pb::google::protobuf::{Struct, Value};
 
-use crate::protocol::DESTINATION;
+/// The destination key: the header and the `envoy.lb` metadata field naming the endpoints
+/// (`ip:port`, primary first, comma-separated).
+pub const DESTINATION: &str = "x-gateway-destination-endpoint";
 
 /// Namespace of the destination (from infergate) and the served endpoint (from Envoy).
 pub const LB_NAMESPACE: &str = "envoy.lb";

@@ -23,10 +23,8 @@ use hyper::HeaderMap;
 use infergate_pipeline::ApiError;
 
 use crate::metadata;
+pub use crate::metadata::DESTINATION;
 
-/// Request header and `envoy.lb` metadata key naming the chosen endpoints: `ip:port`, then the
-/// ordered fallbacks, comma-separated.
-pub const DESTINATION: &str = "x-gateway-destination-endpoint";
 /// `X-Gateway-Model-Name`, set by body-based routing.
 pub const MODEL_NAME: &str = "x-gateway-model-name";
 /// `X-Gateway-Base-Model-Name`, set by body-based routing.

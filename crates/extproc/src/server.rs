@@ -21,7 +21,8 @@ use tonic::transport::Server;
 
 use crate::error::ExtProcError;
 use crate::health;
-use crate::service::{ExtProcService, Processor};
+use crate::processor::Processor;
+use crate::service::ExtProcService;
 
 /// The ext_proc port of the endpoint-picker reference deployment.
 pub const DEFAULT_LISTEN: SocketAddr =

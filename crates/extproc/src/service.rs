@@ -13,32 +13,12 @@ use std::task::{Context, Poll};
 use envoy_types::pb::envoy::service::ext_proc::v3::external_processor_server::ExternalProcessor;
 use envoy_types::pb::envoy::service::ext_proc::v3::{ProcessingRequest, ProcessingResponse};
 use futures_util::Stream;
-use infergate_control::PlaneHandle;
 use tokio::time::{Instant, Sleep};
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::exchange::Exchange;
-use crate::subset::SubsetIndexes;
+use crate::processor::Processor;
 use crate::wait::Pending;
-
-/// What every exchange shares: the gateway's data plane and the subset indexes of its pools.
-#[derive(Debug)]
-pub struct Processor {
-    /// The data plane: routes, pools, metrics, clock.
-    pub handle: PlaneHandle,
-    /// Pool addresses by IP, for subset hints.
-    pub subsets: SubsetIndexes,
-}
-
-impl Processor {
-    /// A processor over the data plane of `handle`.
-    pub fn new(handle: PlaneHandle) -> Self {
-        Self {
-            handle,
-            subsets: SubsetIndexes::default(),
-        }
-    }
-}
 
 /// The ext_proc gRPC service.
 #[derive(Debug, Clone)]

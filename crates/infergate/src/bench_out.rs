@@ -41,11 +41,11 @@ pub fn write(dir: &Path, scenarios: &[Scenario], reports: &[ScenarioReport]) -> 
         let _ = write!(
             md,
             "\n## The seed rows (Δ vs round-robin)\n\n{}",
-            crate::bench::seed_table(&s, &r, &policies)
+            crate::bench_tables::seed_table(&s, &r, &policies)
         );
     }
     for (s, r) in scenarios.iter().zip(reports) {
-        md.push_str(&crate::bench::scenario_markdown(r));
+        md.push_str(&crate::bench_tables::scenario_markdown(r));
         if r.detail.is_empty() {
             continue;
         }

@@ -26,7 +26,6 @@ use infergate_config::gateway::{JwtProvider, ResolvedGateway};
 use infergate_telemetry::metrics::{AuthLabels, Metrics};
 
 use crate::error::GatewayError;
-use crate::plane::Shared;
 pub use fetch::{client_tls, native_tls, MAX_JWKS_BYTES};
 pub use store::{JwksRefresh, KeySource, KeyStore};
 
@@ -133,15 +132,6 @@ impl Auth {
             })
             .inc();
     }
-}
-
-/// Whether auth is off or its keys have loaded (part of readiness).
-pub(crate) fn keys_ready(shared: &Shared) -> bool {
-    shared
-        .auth
-        .load()
-        .as_ref()
-        .is_none_or(|a| a.keys().current().is_some())
 }
 
 /// Seconds since the Unix epoch by the wall clock (`exp` and `nbf` are wall-clock times, so

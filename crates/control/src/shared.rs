@@ -1,0 +1,45 @@
+//! The state every request and the control plane share, behind the plane's handle: the
+//! routing table and the services a reload replaces, each swapped whole.
+
+use std::sync::Arc;
+
+use arc_swap::{ArcSwap, ArcSwapOption};
+use infergate_telemetry::capture::Capture;
+use infergate_telemetry::metrics::Metrics;
+
+use crate::clock::Clock;
+use crate::keys::{Auth, JwksRefresh};
+use crate::limits::RateLimits;
+use crate::routes::Routes;
+
+/// What every request and the control plane share.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    /// The routing table, replaced whole by a reload.
+    pub(crate) routes: ArcSwap<Routes>,
+    /// The one clock of picks and scrapes.
+    pub(crate) clock: Clock,
+    /// The gateway's metrics.
+    pub(crate) metrics: Arc<Metrics>,
+    /// `observability.metrics.enabled`.
+    pub(crate) metrics_enabled: bool,
+    /// JWT auth with its keys, when `spec.auth` is set; replaced by a reload.
+    pub(crate) auth: ArcSwapOption<Auth>,
+    /// When signing keys are loaded again (for key stores a reload starts).
+    pub(crate) jwks: JwksRefresh,
+    /// Per-tenant rate limits, when `spec.rateLimits` is set; replaced by a reload (which
+    /// keeps the store when it is the same).
+    pub(crate) rate_limits: ArcSwapOption<RateLimits>,
+    /// The trace capture, when `--capture` asked for one.
+    pub(crate) capture: Option<Capture>,
+}
+
+impl Shared {
+    /// Whether auth is off or its keys have loaded (part of readiness).
+    pub(crate) fn keys_ready(&self) -> bool {
+        self.auth
+            .load()
+            .as_ref()
+            .is_none_or(|a| a.keys().current().is_some())
+    }
+}

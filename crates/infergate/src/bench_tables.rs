@@ -1,0 +1,74 @@
+//! The bench's results as text: a scenario's markdown section and the seed's table, printed by
+//! `infergate bench` and written by `--out` alike.
+
+use infergate_bench::report::{band_table, markdown_table};
+use infergate_bench::scenario::Scenario;
+use infergate_bench::suite::ScenarioReport;
+
+/// A scenario's heading, load line and table.
+pub fn scenario_markdown(r: &ScenarioReport) -> String {
+    format!(
+        "\n### {}\n\nfleet capacity {:.1} req/s, offered {:.1} req/s ({:.0} %), {} s of arrivals, median of seeds {:?}\n\n{}",
+        r.scenario,
+        r.capacity_rps,
+        r.rate_rps,
+        r.load * 100.0,
+        r.duration_s,
+        r.seeds,
+        markdown_table(&r.results, "round-robin")
+    ) + &match band_table(&r.results) {
+        t if t.is_empty() => t,
+        t => format!("\nPer priority band:\n\n{t}"),
+    }
+}
+
+/// The HyperPod table's layout: per scenario and policy, Δ TTFT P95, Δ TTFT P99, Δ throughput
+/// against round-robin, with the seed's own claim beside infergate's row.
+pub fn seed_table(scenarios: &[Scenario], reports: &[ScenarioReport], policies: &[&str]) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "| scenario | policy | Δ TTFT P95 | Δ TTFT P99 | Δ throughput |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|");
+    let pct = |v: f64, b: f64| {
+        if b.abs() > 1e-12 {
+            format!("{:+.0} %", (v - b) / b * 100.0)
+        } else {
+            "—".into()
+        }
+    };
+    let claim = |v: Option<f64>| v.map_or("comparable".to_owned(), |v| format!("{v:+.0} %"));
+    for (s, r) in scenarios.iter().zip(reports) {
+        let Some(base) = r.results.iter().find(|p| p.policy == "round-robin") else {
+            continue;
+        };
+        if let Some([p95, p99, tput]) = s.seed_row {
+            let _ = writeln!(
+                out,
+                "| {} | *seed claim* | {} | {} | {} |",
+                s.id,
+                claim(p95),
+                claim(p99),
+                claim(tput)
+            );
+        }
+        for p in r
+            .results
+            .iter()
+            .filter(|p| p.policy != "round-robin" && policies.contains(&p.policy.as_str()))
+        {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} |",
+                s.id,
+                p.policy,
+                pct(p.ttft_ms.p95, base.ttft_ms.p95),
+                pct(p.ttft_ms.p99, base.ttft_ms.p99),
+                pct(p.output_tokens_per_s, base.output_tokens_per_s)
+            );
+        }
+    }
+    out
+}
