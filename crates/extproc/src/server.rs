@@ -13,7 +13,7 @@ use envoy_types::pb::envoy::service::ext_proc::v3::external_processor_server::Ex
 use futures_util::Stream;
 use infergate_config::gateway::{DefaultBackend, ResolvedGateway};
 use infergate_control::tls::Tls;
-use infergate_control::{Plane, PlaneHandle, PlaneOptions, ScrapeSettings};
+use infergate_control::{GatewayError, Plane, PlaneHandle, PlaneOptions, ScrapeSettings};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tokio_rustls::TlsAcceptor;
@@ -266,14 +266,13 @@ impl ExtProc {
 async fn bind(addr: SocketAddr) -> Result<TcpListener, ExtProcError> {
     TcpListener::bind(addr)
         .await
-        .map_err(|cause| ExtProcError::Bind { addr, cause })
+        .map_err(|cause| GatewayError::Bind { addr, cause }.into())
 }
 
 fn address_of(listener: &TcpListener) -> Result<SocketAddr, ExtProcError> {
-    listener.local_addr().map_err(|cause| ExtProcError::Io {
-        context: "listener address".into(),
-        cause,
-    })
+    listener
+        .local_addr()
+        .map_err(|cause| GatewayError::io("listener address", cause).into())
 }
 
 /// Accepted connections, with Nagle off (answers are small writes that must leave at once). An

@@ -25,19 +25,37 @@ fn prompt_hashes(model: &str, prompt: &[u8], params: &PrefixParams) -> Vec<u64> 
     hashes
 }
 
+/// What the features are computed from.
+#[derive(Debug)]
+pub struct Seen<'a> {
+    /// The model the request is routed by.
+    pub model: &'a str,
+    /// The adapter it names, if it is one.
+    pub adapter: Option<&'a str>,
+    /// The prompt's bytes.
+    pub prompt: &'a [u8],
+    /// How the pool's policy hashes prefixes.
+    pub prefix: &'a PrefixParams,
+    /// Its priority band.
+    pub band: Band,
+    /// Its tenant, when it names one.
+    pub tenant: Option<String>,
+}
+
 /// The request's features for the picker.
-pub fn features(
-    model: &str,
-    adapter: Option<&str>,
-    prompt: &[u8],
-    params: &PrefixParams,
-    band: Band,
-    tenant: Option<String>,
-) -> RequestFeatures {
+pub fn features(seen: Seen<'_>) -> RequestFeatures {
+    let Seen {
+        model,
+        adapter,
+        prompt,
+        prefix,
+        band,
+        tenant,
+    } = seen;
     RequestFeatures {
         model: model.to_owned(),
         target_adapter: adapter.map(str::to_owned),
-        prompt_block_hashes: prompt_hashes(model, prompt, params),
+        prompt_block_hashes: prompt_hashes(model, prompt, prefix),
         prompt_tokens: (prompt.len() as u64).div_ceil(BYTES_PER_TOKEN),
         priority: crate::identity::priority(band),
         tenant,
@@ -54,14 +72,14 @@ mod tests {
     #[test]
     fn prompt_tokens_are_bytes_over_four_and_blocks_are_64_bytes() {
         let prompt = vec![b'x'; 130];
-        let f = features(
-            "m",
-            Some("a"),
-            &prompt,
-            &PrefixParams::default(),
-            Band::Critical,
-            None,
-        );
+        let f = features(Seen {
+            model: "m",
+            adapter: Some("a"),
+            prompt: &prompt,
+            prefix: &PrefixParams::default(),
+            band: Band::Critical,
+            tenant: None,
+        });
         assert_eq!(f.prompt_tokens, 33);
         assert_eq!(f.prompt_block_hashes.len(), 2);
         assert_eq!(f.priority, 1);
@@ -76,7 +94,14 @@ mod tests {
         b[300] = b'b';
         // The second and third prompts meet the memo holding a prompt that opens like them.
         for prompt in [&a, &b, &a, &b[..700]] {
-            let f = features("m", None, prompt, &params, Band::Standard, None);
+            let f = features(Seen {
+                model: "m",
+                adapter: None,
+                prompt,
+                prefix: &params,
+                band: Band::Standard,
+                tenant: None,
+            });
             assert_eq!(
                 f.prompt_block_hashes,
                 infergate_picker::prefix::hash_prompt("m", None, prompt, &params)

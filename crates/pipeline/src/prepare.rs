@@ -98,14 +98,14 @@ pub fn prepare(
     let sent = body.as_deref().unwrap_or(received);
 
     // Features: the request as the picker sees it.
-    let mut features = features::features(
-        &parsed.model,
-        target.adapter.as_deref(),
-        parsed.prompt.get(sent),
-        &pool.policy().prefix_params(),
-        identity.band,
-        identity.tenant,
-    );
+    let mut features = features::features(features::Seen {
+        model: &parsed.model,
+        adapter: target.adapter.as_deref(),
+        prompt: parsed.prompt.get(sent),
+        prefix: &pool.policy().prefix_params(),
+        band: identity.band,
+        tenant: identity.tenant,
+    });
     features.buffered_response = !parsed.stream;
 
     let charge = Charge {
