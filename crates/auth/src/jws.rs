@@ -42,7 +42,15 @@ impl Alg {
             "ES256" => Ok(Alg::Es256),
             "EdDSA" => Ok(Alg::EdDsa),
             a if a.eq_ignore_ascii_case("none") => Err(Refusal::AlgNone),
-            a if a.len() >= 2 && a[..2].eq_ignore_ascii_case("hs") => Err(Refusal::Hmac),
+            // Bytes, not `&a[..2]`: the header is the client's, and slicing a `str` at an index
+            // inside a character of several bytes panics.
+            a if a
+                .as_bytes()
+                .get(..2)
+                .is_some_and(|p| p.eq_ignore_ascii_case(b"hs")) =>
+            {
+                Err(Refusal::Hmac)
+            }
             _ => Err(Refusal::UnsupportedAlg),
         }
     }
@@ -152,6 +160,12 @@ mod tests {
             assert_eq!(parse(&t).unwrap_err(), Refusal::Hmac, "{alg}");
         }
         for alg in ["RS384", "PS256", "ES384", "ES256K", "rs256", "Ed25519", ""] {
+            let t = token(&format!(r#"{{"alg":"{alg}"}}"#));
+            assert_eq!(parse(&t).unwrap_err(), Refusal::UnsupportedAlg, "{alg}");
+        }
+        // A character of several bytes where the HMAC prefix is looked for is unsupported, not
+        // a panic (the fuzz target found `&alg[..2]` cutting one in half).
+        for alg in ["h\u{e9}", "\u{b69a}ff"] {
             let t = token(&format!(r#"{{"alg":"{alg}"}}"#));
             assert_eq!(parse(&t).unwrap_err(), Refusal::UnsupportedAlg, "{alg}");
         }
