@@ -58,9 +58,18 @@ fn verify(token: &str) {
             let header = URL_SAFE_NO_PAD
                 .decode(header)
                 .expect("a parsed header decodes");
-            let header: Value = serde_json::from_slice(&header).expect("a parsed header is JSON");
-            assert!(header.is_object(), "the header is a JSON object: {header}");
-            assert_eq!(header["alg"], parsed.alg.as_str());
+            match serde_json::from_slice::<Value>(&header) {
+                Ok(header) => {
+                    assert!(header.is_object(), "the header is a JSON object: {header}");
+                    assert_eq!(header["alg"], parsed.alg.as_str());
+                }
+                // Members the parser does not read are skipped, not checked: their strings
+                // may hold bytes that are not UTF-8, or a `\u` escape that is no character.
+                Err(_) => assert!(
+                    std::str::from_utf8(&header).is_err() || header.windows(2).any(|w| w == b"\\u"),
+                    "a parsed header is not JSON"
+                ),
+            }
         }
         Err(r) => sendable(&r),
     }
