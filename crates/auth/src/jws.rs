@@ -42,7 +42,15 @@ impl Alg {
             "ES256" => Ok(Alg::Es256),
             "EdDSA" => Ok(Alg::EdDsa),
             a if a.eq_ignore_ascii_case("none") => Err(Refusal::AlgNone),
-            a if a.len() >= 2 && a[..2].eq_ignore_ascii_case("hs") => Err(Refusal::Hmac),
+            // Bytes, not `&a[..2]`: the header is the client's, and slicing a `str` at an index
+            // inside a character of several bytes panics.
+            a if a
+                .as_bytes()
+                .get(..2)
+                .is_some_and(|p| p.eq_ignore_ascii_case(b"hs")) =>
+            {
+                Err(Refusal::Hmac)
+            }
             _ => Err(Refusal::UnsupportedAlg),
         }
     }
@@ -88,10 +96,15 @@ pub fn parse(token: &str) -> Result<Jws<'_>, Refusal> {
         return Err(Refusal::Malformed("not three dot-separated segments"));
     };
     let header = decode(h, "header is not base64url")?;
+    let not_an_object = Refusal::Malformed("header is not a JSON object with a string alg");
+    // serde reads a struct from a JSON array too (`["EdDSA"]`), and RFC 7515 §4 makes the
+    // header an object: what the issuer signed must read one way only.
+    if header.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(not_an_object);
+    }
     // Duplicate members are an error here (serde refuses a repeated field), so two `alg`s
     // cannot be read one way by this parser and another way by the issuer's.
-    let header: RawHeader = serde_json::from_slice(&header)
-        .map_err(|_| Refusal::Malformed("header is not a JSON object with a string alg"))?;
+    let header: RawHeader = serde_json::from_slice(&header).map_err(|_| not_an_object)?;
     let alg = Alg::parse(&header.alg)?;
     if header.crit.is_some() {
         return Err(Refusal::Critical);
@@ -155,6 +168,12 @@ mod tests {
             let t = token(&format!(r#"{{"alg":"{alg}"}}"#));
             assert_eq!(parse(&t).unwrap_err(), Refusal::UnsupportedAlg, "{alg}");
         }
+        // A character of several bytes where the HMAC prefix is looked for is unsupported, not
+        // a panic (the fuzz target found `&alg[..2]` cutting one in half).
+        for alg in ["h\u{e9}", "\u{b69a}ff"] {
+            let t = token(&format!(r#"{{"alg":"{alg}"}}"#));
+            assert_eq!(parse(&t).unwrap_err(), Refusal::UnsupportedAlg, "{alg}");
+        }
     }
 
     #[test]
@@ -170,6 +189,9 @@ mod tests {
             format!("{good}.{}.c2l/", b64("{}")),
             format!("{good}.{}.", b64("{}")),
             format!("{}.{}.c2ln", b64("[1]"), b64("{}")),
+            // An array whose elements fit the header's fields (the bearer_token fuzz target's
+            // object check).
+            format!("{}.{}.c2ln", b64(r#" ["EdDSA"]"#), b64("{}")),
             format!("{}.{}.c2ln", b64(r#"{"alg":256}"#), b64("{}")),
             format!("{}.{}.c2ln", b64(r#"{"alg":"ES256","kid":7}"#), b64("{}")),
             format!(

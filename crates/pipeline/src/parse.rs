@@ -98,6 +98,11 @@ pub fn is_embeddings(path: &str) -> bool {
 /// no model.
 pub fn parse(body: &[u8], header_model: Option<&str>) -> Result<ParsedRequest, ApiError> {
     let head: Head<'_> = serde_json::from_slice(body).map_err(ApiError::bad_json)?;
+    // serde reads a struct from a JSON array as well (its members in declaration order), so
+    // `["m"]` would be a request for model `m` whose rewrite then replaces the wrong element.
+    if body.iter().find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r')) != Some(&b'{') {
+        return Err(ApiError::bad_json("it is an array"));
+    }
     let model = match (head.model, header_model) {
         (Some(m), _) if !m.is_empty() => m.into_owned(),
         (_, Some(h)) if !h.is_empty() => h.to_owned(),
@@ -196,6 +201,9 @@ mod tests {
             b"\"s\"",
             br#"{"model": 3}"#,
             br#"{"stream":"yes","model":"m"}"#,
+            // Arrays whose elements fit the fields in order (found by the fuzz target).
+            br#"["m"]"#,
+            br#" ["m", true, [{"role":"user","content":"hi"}]]"#,
         ] {
             let e = parse(bad, None).unwrap_err();
             assert_eq!(e.status(), hyper::StatusCode::BAD_REQUEST, "{bad:?}");

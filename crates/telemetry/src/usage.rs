@@ -8,8 +8,8 @@
 
 use serde::Deserialize;
 
-/// Longest SSE line carried between chunks, and longest JSON body copied, for usage. Past this
-/// the tap gives up on usage rather than grow.
+/// Longest SSE line read (whole or carried between chunks), and longest JSON body copied, for
+/// usage. Past this the tap gives up on usage rather than grow.
 const MAX_COPY: usize = 1 << 20;
 
 /// Tokens counted by the model server for one request.
@@ -65,6 +65,9 @@ pub enum UsageTap {
     Sse {
         /// Bytes after the last newline seen.
         carry: Vec<u8>,
+        /// The line being carried grew past [`MAX_COPY`]: its rest is skipped up to the next
+        /// newline, not read as a line of its own.
+        skipping: bool,
         /// The last usage found.
         found: Option<Usage>,
         /// `data:` events that carried generated tokens: every one but `[DONE]` and a
@@ -87,6 +90,7 @@ impl UsageTap {
         if ct.starts_with("text/event-stream") {
             UsageTap::Sse {
                 carry: Vec::new(),
+                skipping: false,
                 found: None,
                 events: 0,
             }
@@ -104,6 +108,7 @@ impl UsageTap {
         match self {
             UsageTap::Sse {
                 carry,
+                skipping,
                 found,
                 events,
             } => {
@@ -111,7 +116,11 @@ impl UsageTap {
                 while let Some(nl) = rest.iter().position(|&b| b == b'\n') {
                     let (line, tail) = rest.split_at(nl);
                     rest = &tail[1..];
-                    if carry.is_empty() {
+                    // A line longer than the bound is skipped whether it arrived whole or in
+                    // pieces, so the usage does not depend on where the network cut it.
+                    if std::mem::take(skipping) || carry.len() + line.len() > MAX_COPY {
+                        carry.clear();
+                    } else if carry.is_empty() {
                         sse_line(line, found, events);
                     } else {
                         carry.extend_from_slice(line);
@@ -119,10 +128,13 @@ impl UsageTap {
                         carry.clear();
                     }
                 }
-                if carry.len() + rest.len() <= MAX_COPY {
-                    carry.extend_from_slice(rest);
-                } else {
-                    carry.clear();
+                if !*skipping {
+                    if carry.len() + rest.len() <= MAX_COPY {
+                        carry.extend_from_slice(rest);
+                    } else {
+                        carry.clear();
+                        *skipping = true;
+                    }
                 }
             }
             UsageTap::Json { copy } => {
@@ -143,9 +155,11 @@ impl UsageTap {
         match self {
             UsageTap::Sse {
                 carry,
+                skipping: _,
                 found,
                 events,
             } => {
+                // A skipped line was cleared, so what is carried is a line within the bound.
                 if !carry.is_empty() {
                     let line = std::mem::take(carry);
                     sse_line(&line, found, events);
@@ -223,6 +237,40 @@ mod tests {
             // One event with text; neither the usage-only event nor [DONE] counts.
             assert_eq!(tap.streamed_events(), 1, "cut at {cut}");
         }
+    }
+
+    #[test]
+    fn a_line_past_the_bound_is_skipped_however_it_is_cut() {
+        // A data line past the bound, then the usage event: the long line is neither read nor
+        // counted, whether it came whole or cut (it used to be read or not by where the cuts
+        // fell).
+        let long = format!("data: {{\"pad\":\"{}\"}}\n", "x".repeat(MAX_COPY));
+        let stream = format!("{long}{LAST}");
+        let read = |cuts: &[usize]| {
+            let mut tap = UsageTap::for_content_type(Some("text/event-stream"));
+            let mut from = 0;
+            for &to in cuts.iter().chain([&stream.len()]) {
+                tap.feed(&stream.as_bytes()[from..to]);
+                from = to;
+            }
+            (tap.finish().map(|u| u.prompt_tokens), tap.streamed_events())
+        };
+        assert_eq!(read(&[]), (Some(12), 0));
+        for cuts in [
+            &[10][..],
+            &[MAX_COPY + 5],
+            &[100, MAX_COPY + 5],
+            &[long.len() - 1],
+        ] {
+            assert_eq!(read(cuts), (Some(12), 0), "cut at {cuts:?}");
+        }
+        // The rest of a long line cut short is not a line: a `data:` inside it reads nothing
+        // (it used to be read as an event of its own).
+        let mut tap = UsageTap::for_content_type(Some("text/event-stream"));
+        tap.feed(format!("data: {}", "y".repeat(MAX_COPY)).as_bytes());
+        tap.feed(b"data: {\"usage\":{\"prompt_tokens\":9}}\n");
+        assert_eq!(tap.finish(), None);
+        assert_eq!(tap.streamed_events(), 0);
     }
 
     #[test]
