@@ -100,7 +100,11 @@ pub fn parse(body: &[u8], header_model: Option<&str>) -> Result<ParsedRequest, A
     let head: Head<'_> = serde_json::from_slice(body).map_err(ApiError::bad_json)?;
     // serde reads a struct from a JSON array as well (its members in declaration order), so
     // `["m"]` would be a request for model `m` whose rewrite then replaces the wrong element.
-    if body.iter().find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r')) != Some(&b'{') {
+    if body
+        .iter()
+        .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+        != Some(&b'{')
+    {
         return Err(ApiError::bad_json("it is an array"));
     }
     let model = match (head.model, header_model) {
