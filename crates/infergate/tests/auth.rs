@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::instant_replica;
-use common::jwt::{auth_spec, claims, Key, MIN_GAP};
-use serde_json::{json, Value};
+use common::jwt::{auth_spec, claims, jwks, Key, MIN_GAP};
+use serde_json::Value;
 
 /// A JWKS issuer on a loopback port: serves the current document, counts the fetches.
 struct Issuer {
@@ -56,7 +56,7 @@ impl Issuer {
     }
 
     fn publish(&self, keys: &[Value]) {
-        *self.document.lock().unwrap() = json!({ "keys": keys }).to_string();
+        *self.document.lock().unwrap() = jwks(keys);
     }
 
     fn hits(&self) -> usize {

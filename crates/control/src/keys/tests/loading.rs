@@ -41,16 +41,16 @@ async fn a_key_rotated_into_the_file_is_accepted_without_a_restart() {
     .unwrap();
     let auth = auth(store, &metrics);
     assert!(auth
-        .verify(&bearer(&old.token("old", &claims())))
+        .verify(&bearer(&old.token("old", &idp_claims())))
         .await
         .is_ok());
 
     std::fs::write(&file, jwks(&[new.jwk("new")])).unwrap();
-    let v = auth.verify(&bearer(&new.token("new", &claims()))).await;
+    let v = auth.verify(&bearer(&new.token("new", &idp_claims()))).await;
     assert!(v.is_ok(), "{v:?}");
     // The old key left the set, so its tokens are refused now.
     let e = auth
-        .verify(&bearer(&old.token("old", &claims())))
+        .verify(&bearer(&old.token("old", &idp_claims())))
         .await
         .unwrap_err();
     assert_eq!(e.status(), StatusCode::UNAUTHORIZED);
@@ -81,7 +81,7 @@ async fn a_flood_of_unknown_kids_starts_at_most_one_fetch_per_gap() {
     for i in 0..50 {
         let (auth, token) = (
             Arc::clone(&auth),
-            key.token(&format!("made-up-{i}"), &claims()),
+            key.token(&format!("made-up-{i}"), &idp_claims()),
         );
         tasks.push(tokio::spawn(async move {
             auth.verify(&bearer(&token)).await.unwrap_err()
@@ -94,7 +94,7 @@ async fn a_flood_of_unknown_kids_starts_at_most_one_fetch_per_gap() {
     }
     assert_eq!(issuer.hits(), 1, "only the start-up fetch");
     assert!(auth
-        .verify(&bearer(&key.token("k", &claims())))
+        .verify(&bearer(&key.token("k", &idp_claims())))
         .await
         .is_ok());
 }
@@ -116,7 +116,7 @@ async fn requests_that_meet_an_unknown_kid_together_share_one_fetch() {
     let auth = Arc::new(auth(store, &metrics));
     let mut tasks = Vec::new();
     for _ in 0..20 {
-        let (auth, token) = (Arc::clone(&auth), new.token("new", &claims()));
+        let (auth, token) = (Arc::clone(&auth), new.token("new", &idp_claims()));
         tasks.push(tokio::spawn(
             async move { auth.verify(&bearer(&token)).await },
         ));
@@ -153,12 +153,12 @@ async fn a_failed_fetch_keeps_the_last_good_keys_and_is_counted() {
         issuer.serve(status, body);
         // An unknown kid makes the store refetch; the fetch fails.
         let e = auth
-            .verify(&bearer(&key.token("other", &claims())))
+            .verify(&bearer(&key.token("other", &idp_claims())))
             .await
             .unwrap_err();
         assert_eq!(e.status(), StatusCode::UNAUTHORIZED);
         assert!(auth
-            .verify(&bearer(&key.token("k", &claims())))
+            .verify(&bearer(&key.token("k", &idp_claims())))
             .await
             .is_ok());
     }
@@ -193,7 +193,7 @@ async fn rotation_is_picked_up_by_the_periodic_refresh() {
     // The gap forbids an on-demand fetch, so only the periodic one can have brought it.
     let auth = auth(store, &metrics);
     assert!(auth
-        .verify(&bearer(&new.token("new", &claims())))
+        .verify(&bearer(&new.token("new", &idp_claims())))
         .await
         .is_ok());
 }
@@ -206,7 +206,7 @@ async fn without_any_key_set_a_token_gets_503_and_no_token_gets_401() {
     assert!(!store.wait_loaded(Duration::from_secs(5)).await);
     let auth = auth(store, &metrics);
     let e = auth
-        .verify(&bearer(&Key::ed25519().token("k", &claims())))
+        .verify(&bearer(&Key::ed25519().token("k", &idp_claims())))
         .await
         .unwrap_err();
     assert_eq!(e.status(), StatusCode::SERVICE_UNAVAILABLE);
@@ -268,7 +268,7 @@ async fn keys_are_fetched_over_https_against_the_given_roots() {
     assert!(store.wait_loaded(Duration::from_secs(5)).await);
     let auth = auth(store, &metrics);
     assert!(auth
-        .verify(&bearer(&key.token("k", &claims())))
+        .verify(&bearer(&key.token("k", &idp_claims())))
         .await
         .is_ok());
 
