@@ -19,7 +19,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{
-    instant_replica, redis_server, redis_server_on_free_port, split_response, wait_for, Running,
+    instant_replica, redis_server_on_free_port, split_response, wait_for, RedisServer, Running,
 };
 
 fn sim() -> (Running, u16) {
@@ -293,7 +293,7 @@ fn two_gateways_on_one_redis_never_exceed_the_tenants_limits() {
     // one at a time, each settled before the next is sent.
     let prompt_estimate = (MESSAGES.len() as u64).div_ceil(4);
     let estimate = prompt_estimate + MAX_TOKENS;
-    let t0 = common::redis_time_ms(redis_port);
+    let t0 = common::redis::time_ms(redis_port);
     let start = Instant::now();
     let mut used = Vec::new();
     let refusal = loop {
@@ -431,7 +431,7 @@ fn when_redis_dies_fail_open_admits_and_fail_closed_refuses_and_both_recover() {
     );
 
     // Redis comes back on the same port: both gateways reconnect and count again.
-    let _redis = redis_server(redis_port);
+    let _redis = RedisServer::taking(redis_port);
     wait_for("both gateways to count again", || {
         // Within half a second of a failure a gateway does not ask Redis again.
         assert_eq!(chat(open.port, "t").status, 200);

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::client::{chat, post};
 use crate::common::free_port;
-use crate::envoy::{binary, Envoy, Pool, Spec};
+use crate::envoy::{binary, Pool, Spec};
 use crate::setup::{gateway_config, Picker, PoolDef};
 use crate::upstream::Replica;
 
@@ -33,7 +33,7 @@ fn with_infergate_down_fail_open_round_robins_and_fail_close_refuses() {
     let nobody = free_port();
     let body = chat("llama", "hi");
 
-    let closed = Envoy::start(&spec(&[&a, &b], nobody, false, false), false);
+    let closed = spec(&[&a, &b], nobody, false, false).start(false);
     for _ in 0..4 {
         let r = post(closed.port, CHAT, &[], &body);
         assert!(
@@ -50,7 +50,7 @@ fn with_infergate_down_fail_open_round_robins_and_fail_close_refuses() {
     );
     drop(closed);
 
-    let open = Envoy::start(&spec(&[&a, &b], nobody, true, false), false);
+    let open = spec(&[&a, &b], nobody, true, false).start(false);
     let mut by = Vec::new();
     // A client naming its own pod is not obeyed: the header is dropped before ext_proc.
     let own = a.addr.to_string();
@@ -85,7 +85,7 @@ fn ext_proc_over_tls_and_sigterm_drains() {
         }],
         "  tls: {}\n",
     ));
-    let envoy = Envoy::start(&spec(&[&replica], picker.port, false, true), true);
+    let envoy = spec(&[&replica], picker.port, false, true).start(true);
     let r = post(envoy.port, CHAT, &[], &chat("llama", "over tls"));
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.served(), replica.addr.to_string());
@@ -119,7 +119,7 @@ fn the_route_timeout_answers_504() {
         }],
         "",
     ));
-    let envoy = Envoy::start(&spec(&[&replica], picker.port, false, false), true);
+    let envoy = spec(&[&replica], picker.port, false, false).start(true);
     let body = serde_json::json!({"model": "llama", "hang": true, "messages": []}).to_string();
     let r = post(envoy.port, CHAT, &[], body.as_bytes());
     assert_eq!(r.status, 504, "{}", r.text());

@@ -260,26 +260,24 @@ fn canary(stable: &Replica, canary: &Replica) -> (Picker, Envoy) {
       stickiness: {header: x-session-id}
 ",
     ));
-    let envoy = Envoy::start(
-        &Spec {
-            pools: vec![
-                Pool {
-                    cluster: "stable",
-                    base_model: Some("llama-stable"),
-                    endpoints: vec![stable.addr],
-                },
-                Pool {
-                    cluster: "canary",
-                    base_model: Some("llama-canary"),
-                    endpoints: vec![canary.addr],
-                },
-            ],
-            ext_proc: picker.port,
-            fail_open: false,
-            tls: false,
-        },
-        true,
-    );
+    let envoy = Spec {
+        pools: vec![
+            Pool {
+                cluster: "stable",
+                base_model: Some("llama-stable"),
+                endpoints: vec![stable.addr],
+            },
+            Pool {
+                cluster: "canary",
+                base_model: Some("llama-canary"),
+                endpoints: vec![canary.addr],
+            },
+        ],
+        ext_proc: picker.port,
+        fail_open: false,
+        tls: false,
+    }
+    .start(true);
     (picker, envoy)
 }
 
