@@ -100,23 +100,14 @@ fn serve_checks_jwts_against_a_remote_jwks_and_takes_a_rotated_key_without_resta
     let file = dir.join("gateway.yaml");
     std::fs::write(
         &file,
-        format!(
-            "apiVersion: infergate.dev/v1alpha1
-kind: InferenceGatewayConfig
-spec:
-  bbr: {{enabled: true}}
-{}  schedulers:
-    - name: llama
-      modelName: llama
-      modelSelector: {{matchLabels: {{app: llama}}}}
-  endpoints:
-    - address: 127.0.0.1:{replica}
-      labels: {{app: llama}}
-",
-            auth_spec(&format!(
+        common::one_pool_config(
+            "llama",
+            replica,
+            &auth_spec(&format!(
                 "remoteJWKS: {{uri: 'http://127.0.0.1:{}/.well-known/jwks.json'}}",
                 issuer.port
-            ))
+            )),
+            "",
         ),
     )
     .unwrap();

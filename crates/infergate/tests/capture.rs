@@ -18,21 +18,8 @@ use std::time::{Duration, Instant};
 const ADAPTER: &str = "sql-lora";
 
 fn config(replica: u16) -> String {
-    format!(
-        "apiVersion: infergate.dev/v1alpha1
-kind: InferenceGatewayConfig
-spec:
-  bbr: {{enabled: true}}
-  schedulers:
-    - name: llama
-      modelName: llama
-      modelSelector: {{matchLabels: {{app: llama}}}}
-      loraAdapters: [{ADAPTER}]
-  endpoints:
-    - address: 127.0.0.1:{replica}
-      labels: {{app: llama}}
-"
-    )
+    let adapters = format!("      loraAdapters: [{ADAPTER}]\n");
+    common::one_pool_config("llama", replica, "", &adapters)
 }
 
 /// A completion of `max_tokens` for `prompt` to `model`, streamed with a final usage event or

@@ -4,19 +4,13 @@
 
 mod common;
 
-use common::{free_port, get, infergate, Running};
+use common::{free_port, get, infergate, wait_for, Running};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
 
 fn wait_healthy(port: u16) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if get(port, "/health").is_some_and(|r| r.starts_with("HTTP/1.1 200")) {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("server on {port} never became healthy");
+    wait_for(&format!("the server on {port} to be healthy"), || {
+        get(port, "/health").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
+    });
 }
 
 #[test]

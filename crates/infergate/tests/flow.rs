@@ -78,23 +78,13 @@ const FLOOD_BANDS: &str = "
 /// machine a scrape answered late must not leave the pool's saturation unknown, which fails
 /// flow control open and dispatches every band at once, for a reason that is not under test.
 fn config(replica: u16, flow: &str) -> String {
-    format!(
-        "apiVersion: infergate.dev/v1alpha1
-kind: InferenceGatewayConfig
-spec:
-  bbr: {{enabled: true}}
-  flowControl:
+    let flow_control = format!(
+        "  flowControl:
     saturation: {{queueDepthThreshold: 2, metricsStalenessThreshold: 60s}}
     bands:{flow}
-  schedulers:
-    - name: llama
-      modelName: llama
-      modelSelector: {{matchLabels: {{app: llama}}}}
-  endpoints:
-    - address: 127.0.0.1:{replica}
-      labels: {{app: llama}}
 "
-    )
+    );
+    common::one_pool_config("llama", replica, &flow_control, "")
 }
 
 /// A simulated 8B replica on an L4 that runs two sequences at a time, with `infergate serve` in

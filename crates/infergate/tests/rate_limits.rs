@@ -38,21 +38,7 @@ fn gateway(dir: &Path, name: &str, replica: u16, limits: &str) -> Gateway {
     let file = dir.join(format!("{name}.yaml"));
     std::fs::write(
         &file,
-        format!(
-            "apiVersion: infergate.dev/v1alpha1
-kind: InferenceGatewayConfig
-spec:
-  bbr: {{enabled: true}}
-  rateLimits:
-{limits}  schedulers:
-    - name: llama
-      modelName: llama
-      modelSelector: {{matchLabels: {{app: llama}}}}
-  endpoints:
-    - address: 127.0.0.1:{replica}
-      labels: {{app: llama}}
-"
-        ),
+        common::one_pool_config("llama", replica, &format!("  rateLimits:\n{limits}"), ""),
     )
     .unwrap();
     let log = dir.join(format!("{name}.log"));

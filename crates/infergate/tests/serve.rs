@@ -20,20 +20,7 @@ fn request(port: u16, method: &str, path: &str, body: &str) -> Option<String> {
 }
 
 fn config(model: &str, replica: u16) -> String {
-    format!(
-        "apiVersion: infergate.dev/v1alpha1
-kind: InferenceGatewayConfig
-spec:
-  bbr: {{enabled: true}}
-  schedulers:
-    - name: llama
-      modelName: {model}
-      modelSelector: {{matchLabels: {{app: llama}}}}
-  endpoints:
-    - address: 127.0.0.1:{replica}
-      labels: {{app: llama}}
-"
-    )
+    common::one_pool_config(model, replica, "", "")
 }
 
 /// A simulated replica serving `llama`, and a config file routing to it in a directory of its

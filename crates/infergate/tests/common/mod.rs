@@ -22,6 +22,31 @@ pub fn infergate() -> Command {
     Command::new(env!("CARGO_BIN_EXE_infergate"))
 }
 
+/// A gateway config of one pool, `llama`, for `model` on the replica at loopback `replica`:
+/// `spec_extra` is YAML added under `spec:` before the schedulers (indented 2),
+/// `scheduler_extra` YAML added to the pool's scheduler (indented 6).
+pub fn one_pool_config(
+    model: &str,
+    replica: u16,
+    spec_extra: &str,
+    scheduler_extra: &str,
+) -> String {
+    format!(
+        "apiVersion: infergate.dev/v1alpha1
+kind: InferenceGatewayConfig
+spec:
+  bbr: {{enabled: true}}
+{spec_extra}  schedulers:
+    - name: llama
+      modelName: {model}
+      modelSelector: {{matchLabels: {{app: llama}}}}
+{scheduler_extra}  endpoints:
+    - address: 127.0.0.1:{replica}
+      labels: {{app: llama}}
+"
+    )
+}
+
 /// An `infergate sim` replica of the `instant` profile serving `model` on a free port, its
 /// output discarded; started again on a fresh port if it exits first ([`start_on_free_ports`]).
 /// Returns once `/health` answers 200: the process and its port.
