@@ -190,6 +190,12 @@ pub fn config_yaml(pools: &[PoolDef], spec_extra: &str) -> String {
     y
 }
 
+/// A gateway config of one pool, `llama`, serving [`LLAMA`] from `replica`; `spec_extra` as in
+/// [`config_yaml`].
+pub fn llama_yaml(replica: SocketAddr, spec_extra: &str) -> String {
+    config_yaml(&[PoolDef::new("llama", LLAMA, vec![replica])], spec_extra)
+}
+
 pub fn resolve(yaml: &str) -> infergate_config::gateway::ResolvedGateway {
     infergate_config::gateway::load_from_str(yaml)
         .unwrap_or_else(|e| panic!("{e}\n{yaml}"))

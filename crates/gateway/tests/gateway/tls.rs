@@ -64,11 +64,7 @@ async fn tls_from_cert_and_key_files_serves_https() {
         cert.display(),
         key.display()
     );
-    let gw = TestGateway::ready(&config_yaml(
-        &[PoolDef::new("llama", LLAMA, vec![r.addr])],
-        &extra,
-    ))
-    .await;
+    let gw = TestGateway::ready(&llama_yaml(r.addr, &extra)).await;
     let tls = gw.tls.clone().expect("serving TLS");
     assert!(!tls.self_signed);
     assert_eq!(
@@ -99,11 +95,7 @@ async fn send_plain_probe(addr: std::net::SocketAddr) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_empty_tls_block_serves_a_self_signed_certificate_with_its_fingerprint() {
     let r = Replica::start(instant()).await;
-    let gw = TestGateway::ready(&config_yaml(
-        &[PoolDef::new("llama", LLAMA, vec![r.addr])],
-        "  tls: {}\n",
-    ))
-    .await;
+    let gw = TestGateway::ready(&llama_yaml(r.addr, "  tls: {}\n")).await;
     let tls = gw.tls.clone().expect("serving TLS");
     assert!(tls.self_signed);
     assert_eq!(
