@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::instant_replica;
 use common::jwt::{auth_spec, claims, jwks, Key, MIN_GAP};
+use common::{instant_replica, TempDir};
 use serde_json::Value;
 
 /// A JWKS issuer on a loopback port: serves the current document, counts the fetches.
@@ -95,9 +95,8 @@ fn serve_checks_jwts_against_a_remote_jwks_and_takes_a_rotated_key_without_resta
     issuer.publish(&[k1.jwk("k1")]);
 
     let (_sim, replica) = instant_replica("llama");
-    let dir = std::env::temp_dir().join(format!("infergate-auth-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("gateway.yaml");
+    let dir = TempDir::new("auth");
+    let file = dir.path().join("gateway.yaml");
     std::fs::write(
         &file,
         common::one_pool_config(
@@ -111,7 +110,7 @@ fn serve_checks_jwts_against_a_remote_jwks_and_takes_a_rotated_key_without_resta
         ),
     )
     .unwrap();
-    let log = dir.join("gateway.log");
+    let log = dir.path().join("gateway.log");
     // Every log line the gateway can write, so that none can hide a token. Ready means scraped
     // and keys loaded.
     let (gateway, port, admin) = common::serve_ready(&file, |c| {
@@ -206,5 +205,4 @@ fn serve_checks_jwts_against_a_remote_jwks_and_takes_a_rotated_key_without_resta
         let signature = t.rsplit('.').next().unwrap();
         assert!(!log.contains(signature), "a token reached the log:\n{log}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

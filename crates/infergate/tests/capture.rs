@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{http_with, instant_replica_with};
+use common::{http_with, instant_replica_with, TempDir};
 use infergate_bench::trace::{read_capture_jsonl, TraceFormat};
 use infergate_config::gateway::Band;
 use std::io::{Read, Write};
@@ -46,9 +46,11 @@ fn serve_captures_every_completed_request_and_flushes_on_sigterm() {
         "llama",
         &["--max-loras", "2", "--lora", ADAPTER, "--slowdown", "1000"],
     );
-    let dir = std::env::temp_dir().join(format!("infergate-capture-it-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (file, capture) = (dir.join("gateway.yaml"), dir.join("capture.jsonl"));
+    let dir = TempDir::new("capture-it");
+    let (file, capture) = (
+        dir.path().join("gateway.yaml"),
+        dir.path().join("capture.jsonl"),
+    );
     std::fs::write(&file, config(replica)).unwrap();
     // Killed if the test fails before SIGTERM does it.
     let (mut child, port, _admin) = common::serve_ready(&file, |c| {

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{free_port, get, infergate, wait_for, Running};
+use common::{free_port, get, infergate, wait_for, Running, TempDir};
 use std::process::Stdio;
 
 fn wait_healthy(port: u16) {
@@ -71,9 +71,8 @@ fn a_single_replica_serves_vllm_routes_with_the_flags_given() {
 #[test]
 fn a_fleet_file_starts_every_replica() {
     let (a, b) = (free_port(), free_port());
-    let dir = std::env::temp_dir().join(format!("infergate-fleet-{a}-{b}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("fleet.yaml");
+    let dir = TempDir::new("fleet");
+    let file = dir.path().join("fleet.yaml");
     std::fs::write(
         &file,
         format!(
@@ -111,9 +110,8 @@ fn errors_name_what_is_wrong_without_a_backtrace() {
     assert!(err.contains("unknown gpu `tpu`"), "{err}");
     assert!(!err.contains("Stack backtrace"), "{err}");
 
-    let dir = std::env::temp_dir().join(format!("infergate-bad-fleet-{}", free_port()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("fleet.yaml");
+    let dir = TempDir::new("bad-fleet");
+    let file = dir.path().join("fleet.yaml");
     std::fs::write(&file, "apiVersion: infergate.dev/v1alpha1\nkind: SimulatedFleet\nspec:\n  endpoints:\n    - address: nowhere\n").unwrap();
     let out = infergate()
         .args(["sim", "--fleet"])

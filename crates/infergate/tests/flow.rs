@@ -7,13 +7,12 @@
 
 mod common;
 
-use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{free_port, infergate, split_response, wait_for, Running};
+use common::{sim_replica, split_response, wait_for, Running, TempDir};
 
 /// Standard clients looping at once: the replica holds two running and (at the ceiling) two
 /// waiting, so most of these are always queued in the gateway.
@@ -92,42 +91,34 @@ fn config(replica: u16, flow: &str) -> String {
 struct SlowPool {
     port: u16,
     admin: u16,
-    dir: std::path::PathBuf,
+    _dir: TempDir,
     _sim: Running,
     _gateway: Running,
 }
 
 impl SlowPool {
     fn start(name: &str, flow: &str) -> SlowPool {
-        let replica = free_port();
-        let sim = Running(
-            infergate()
-                .args(["sim", "--model", "llama-3.1-8b", "--gpu", "l4"])
-                .args(["--max-num-seqs", "2", "--served-model-name", "llama"])
-                .args(["--port", &replica.to_string()])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-        let dir = std::env::temp_dir().join(format!("infergate-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("gateway.yaml");
+        let (sim, replica) = sim_replica(&[
+            "--model",
+            "llama-3.1-8b",
+            "--gpu",
+            "l4",
+            "--max-num-seqs",
+            "2",
+            "--served-model-name",
+            "llama",
+        ]);
+        let dir = TempDir::new(name);
+        let file = dir.path().join("gateway.yaml");
         std::fs::write(&file, config(replica, flow)).unwrap();
         let (gateway, port, admin) = common::serve_ready(&file, |_| {});
         SlowPool {
             port,
             admin,
-            dir,
+            _dir: dir,
             _sim: sim,
             _gateway: gateway,
         }
-    }
-}
-
-impl Drop for SlowPool {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use common::{
     instant_replica, redis_server_on_free_port, split_response, wait_for, RedisServer, Running,
+    TempDir,
 };
 
 fn sim() -> (Running, u16) {
@@ -135,12 +136,6 @@ fn chat(port: u16, tenant: &str) -> Answer {
     }
 }
 
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("infergate-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 /// Requests per second of tenant `rps`.
 const RPS: u64 = 5;
 /// Tokens per minute of tenant `tpm`.
@@ -150,7 +145,7 @@ const TPM: u64 = 200;
 fn two_gateways_on_one_redis_never_exceed_the_tenants_limits() {
     let (_redis, redis_port) = redis_server_on_free_port();
     let (_sim, replica) = sim();
-    let dir = temp_dir("rate-limits");
+    let dir = TempDir::new("rate-limits");
     // A generous store timeout: a loaded CI machine must not turn a slow answer into a
     // fail-open admission, which would break the count below for the wrong reason.
     let limits = format!(
@@ -163,8 +158,8 @@ fn two_gateways_on_one_redis_never_exceed_the_tenants_limits() {
 "
     );
     let gateways = Arc::new([
-        gateway(&dir, "a", replica, &limits),
-        gateway(&dir, "b", replica, &limits),
+        gateway(dir.path(), "a", replica, &limits),
+        gateway(dir.path(), "b", replica, &limits),
     ]);
     for g in gateways.iter() {
         g.wait_counting_on_redis("warm-up");
@@ -343,14 +338,13 @@ fn two_gateways_on_one_redis_never_exceed_the_tenants_limits() {
         (1..=longest).contains(&secs),
         "Retry-After {secs}, at most {longest}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn when_redis_dies_fail_open_admits_and_fail_closed_refuses_and_both_recover() {
     let (redis_proc, redis_port) = redis_server_on_free_port();
     let (_sim, replica) = sim();
-    let dir = temp_dir("rate-limits-down");
+    let dir = TempDir::new("rate-limits-down");
     let limits = |on_error: &str| {
         format!(
             "    store: redis://127.0.0.1:{redis_port}
@@ -360,8 +354,8 @@ fn when_redis_dies_fail_open_admits_and_fail_closed_refuses_and_both_recover() {
 "
         )
     };
-    let open = gateway(&dir, "open", replica, &limits("failOpen"));
-    let closed = gateway(&dir, "closed", replica, &limits("failClosed"));
+    let open = gateway(dir.path(), "open", replica, &limits("failOpen"));
+    let closed = gateway(dir.path(), "closed", replica, &limits("failClosed"));
     let decisions = |g: &Gateway, outcome: &str| {
         g.metric(&format!(
             r#"infergate_rate_limit_decisions_total{{tenant="*",outcome="{outcome}"}}"#
@@ -425,5 +419,4 @@ fn when_redis_dies_fail_open_admits_and_fail_closed_refuses_and_both_recover() {
     });
     assert!(closed.log().contains("answers again"), "{}", closed.log());
     assert!(decisions(&open, "admitted") >= 2.0 && decisions(&closed, "admitted") >= 2.0);
-    let _ = std::fs::remove_dir_all(&dir);
 }

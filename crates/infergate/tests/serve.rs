@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{free_port, infergate, instant_replica, wait_for};
+use common::{free_port, infergate, instant_replica, wait_for, TempDir};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -28,15 +28,14 @@ fn config(model: &str, replica: u16) -> String {
 struct Setup {
     _sim: common::Running,
     replica: u16,
-    dir: std::path::PathBuf,
+    dir: TempDir,
     file: std::path::PathBuf,
 }
 
 fn setup(test: &str) -> Setup {
     let (sim, replica) = instant_replica("llama");
-    let dir = std::env::temp_dir().join(format!("infergate-serve-{test}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("gateway.yaml");
+    let dir = TempDir::new(&format!("serve-{test}"));
+    let file = dir.path().join("gateway.yaml");
     std::fs::write(&file, config("llama", replica)).unwrap();
     Setup {
         _sim: sim,
@@ -57,7 +56,7 @@ fn serve_answers_reloads_on_sighup_and_drains_on_sigterm() {
     let Setup {
         _sim,
         replica,
-        dir,
+        dir: _dir,
         file,
     } = setup("plain");
     let (port, admin) = (free_port(), free_port());
@@ -110,7 +109,6 @@ fn serve_answers_reloads_on_sighup_and_drains_on_sigterm() {
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(status.success(), "{status}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// On one CPU `serve` runs a current-thread runtime (accept loop, connections, scrapers and
@@ -119,7 +117,10 @@ fn serve_answers_reloads_on_sighup_and_drains_on_sigterm() {
 #[test]
 fn serve_confined_to_one_cpu_answers_concurrent_clients_and_drains() {
     let Setup {
-        _sim, dir, file, ..
+        _sim,
+        dir: _dir,
+        file,
+        ..
     } = setup("1cpu");
     let (mut child, port) = serve_on_one_cpu(&file, &[]);
     let clients: Vec<_> = (0..4)
@@ -137,14 +138,12 @@ fn serve_confined_to_one_cpu_answers_concurrent_clients_and_drains() {
 
     let status = terminate(&mut child);
     assert!(status.success(), "{status}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn check_prints_the_report_and_refuses_a_bad_config_naming_the_field() {
-    let dir = std::env::temp_dir().join(format!("infergate-check-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let good = dir.join("good.yaml");
+    let dir = TempDir::new("check");
+    let good = dir.path().join("good.yaml");
     std::fs::write(&good, config("llama", 8000)).unwrap();
     let out = infergate()
         .arg("check")
@@ -156,7 +155,7 @@ fn check_prints_the_report_and_refuses_a_bad_config_naming_the_field() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("llama"), "{text}");
 
-    let bad = dir.join("bad.yaml");
+    let bad = dir.path().join("bad.yaml");
     std::fs::write(
         &bad,
         config("llama", 8000).replace(
@@ -174,7 +173,6 @@ fn check_prints_the_report_and_refuses_a_bad_config_naming_the_field() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.contains("spec.bbr.maxRequestBodyBytes"), "{err}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// CPU time (user + system) `pid` has used, from `/proc/PID/stat` (in clock ticks of 10 ms).
@@ -190,7 +188,10 @@ fn cpu_ticks(pid: u32) -> u64 {
 #[test]
 fn busy_poll_keeps_the_idle_gateway_polling_and_still_serves_and_drains() {
     let Setup {
-        _sim, dir, file, ..
+        _sim,
+        dir: _dir,
+        file,
+        ..
     } = setup("busy");
     // One gateway of each kind on one CPU (the current-thread runtime).
     let (mut busy, busy_port) = serve_on_one_cpu(&file, &["--busy-poll"]);
@@ -221,7 +222,6 @@ fn busy_poll_keeps_the_idle_gateway_polling_and_still_serves_and_drains() {
     let status = terminate(&mut busy);
     assert!(status.success(), "serve --busy-poll: {status}");
     let _ = terminate(&mut plain);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `infergate serve --config file flags…` confined to CPU 0 by `taskset` (util-linux), once

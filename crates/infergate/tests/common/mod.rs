@@ -10,6 +10,7 @@ use std::process::Command;
 pub use infergate_test_support::jwt;
 #[allow(unused_imports)] // nor uses each of these
 pub use infergate_test_support::{
+    dir::TempDir,
     http::{get, http, http_with, split_response},
     ports::free_port,
     process::{start_on_free_ports, Running},
@@ -56,11 +57,20 @@ pub fn instant_replica(model: &str) -> (Running, u16) {
 
 /// [`instant_replica`] with more `infergate sim` flags (LoRA slots and adapters, say).
 pub fn instant_replica_with(model: &str, flags: &[&str]) -> (Running, u16) {
+    let mut args = vec!["--model", "instant", "--served-model-name", model];
+    args.extend_from_slice(flags);
+    sim_replica(&args)
+}
+
+/// An `infergate sim` replica with `args` (everything but `--port`) on a free port, its output
+/// discarded; started again on a fresh port if it exits first ([`start_on_free_ports`]).
+/// Returns once `/health` answers 200: the process and its port.
+pub fn sim_replica(args: &[&str]) -> (Running, u16) {
     let spawn = |[port]: [u16; 1]| {
         infergate()
-            .args(["sim", "--model", "instant", "--served-model-name", model])
+            .arg("sim")
+            .args(args)
             .args(["--port", &port.to_string()])
-            .args(flags)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -68,7 +78,7 @@ pub fn instant_replica_with(model: &str, flags: &[&str]) -> (Running, u16) {
     };
     let healthy =
         |[port]: [u16; 1]| get(port, "/health").is_some_and(|r| r.starts_with("HTTP/1.1 200"));
-    let (sim, [port]) = start_on_free_ports("an instant replica", spawn, healthy);
+    let (sim, [port]) = start_on_free_ports("an infergate sim replica", spawn, healthy);
     (sim, port)
 }
 
