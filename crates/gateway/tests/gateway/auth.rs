@@ -23,12 +23,12 @@ fn auth_yaml(jwks: &std::path::Path, groups: &str) -> String {
     )
 }
 
-fn jwks_file(name: &str, key: &Key) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("infergate-gw-auth-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("jwks.json");
+/// A directory holding `key` as `k1` in `jwks.json`, and that file.
+fn jwks_file(name: &str, key: &Key) -> (TempDir, PathBuf) {
+    let dir = TempDir::new(&format!("gw-auth-{name}"));
+    let file = dir.path().join("jwks.json");
     std::fs::write(&file, jwks(&[key.jwk("k1")])).unwrap();
-    file
+    (dir, file)
 }
 
 async fn upstream() -> Scripted {
@@ -59,7 +59,7 @@ async fn chat_as(gw: &TestGateway, token: Option<&str>) -> (StatusCode, hyper::H
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_v1_route_needs_a_valid_token_and_the_upstream_never_sees_it() {
     let key = Key::ed25519();
-    let file = jwks_file("routes", &key);
+    let (_dir, file) = jwks_file("routes", &key);
     let up = upstream().await;
     let yaml = config_yaml(
         &[PoolDef::new("p", "m", vec![up.addr])],
@@ -149,13 +149,12 @@ async fn every_v1_route_needs_a_valid_token_and_the_upstream_never_sees_it() {
         1.0
     );
     assert_eq!(metric_sum(&metrics, "infergate_jwks_keys"), 1.0);
-    let _ = std::fs::remove_dir_all(file.parent().unwrap());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_changes_the_policy_keeps_the_keys_and_can_turn_auth_off() {
     let key = Key::ed25519();
-    let file = jwks_file("reload", &key);
+    let (_dir, file) = jwks_file("reload", &key);
     let up = upstream().await;
     let pools = [PoolDef::new("p", "m", vec![up.addr])];
     let gw = TestGateway::ready(&config_yaml(&pools, &auth_yaml(&file, "ml"))).await;
@@ -186,5 +185,4 @@ async fn a_reload_changes_the_policy_keeps_the_keys_and_can_turn_auth_off() {
 
     gw.handle.reload(resolve(&config_yaml(&pools, ""))).unwrap();
     assert_eq!(chat_as(&gw, None).await.0, StatusCode::OK);
-    let _ = std::fs::remove_dir_all(file.parent().unwrap());
 }

@@ -20,6 +20,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use infergate_control::{PlaneHandle, ScrapeSettings};
 use infergate_gateway::{Gateway, GatewayOptions};
+pub use infergate_test_support::dir::TempDir;
 pub use infergate_test_support::http::metric_sum;
 pub use infergate_test_support::replicas::{
     instant, instant_with_adapters, real_time, Replica, LLAMA,

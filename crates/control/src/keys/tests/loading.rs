@@ -13,22 +13,19 @@ async fn a_jwks_file_that_cannot_be_used_fails_start_up_naming_the_field() {
         err.starts_with("spec.auth.jwt.provider.localJWKS.file: reading /nonexistent/jwks.json"),
         "{err}"
     );
-    let dir = std::env::temp_dir().join(format!("infergate-auth-bad-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("jwks.json");
+    let dir = TempDir::new("auth-bad");
+    let file = dir.path().join("jwks.json");
     std::fs::write(&file, r#"{"keys": [{"kty": "oct", "k": "c2VjcmV0"}]}"#).unwrap();
     let err = KeyStore::start(KeySource::File(file), fast(Duration::ZERO), metrics, None)
         .unwrap_err()
         .to_string();
     assert!(err.contains("no usable signing key"), "{err}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test]
 async fn a_key_rotated_into_the_file_is_accepted_without_a_restart() {
-    let dir = std::env::temp_dir().join(format!("infergate-auth-file-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("jwks.json");
+    let dir = TempDir::new("auth-file");
+    let file = dir.path().join("jwks.json");
     let (old, new) = (Key::ed25519(), Key::ed25519());
     std::fs::write(&file, jwks(&[old.jwk("old")])).unwrap();
     let metrics = Arc::new(Metrics::new());
@@ -60,7 +57,6 @@ async fn a_key_rotated_into_the_file_is_accepted_without_a_restart() {
         "start, then one load per unknown kid"
     );
     assert_eq!(metrics.jwks_keys.get(), 1);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test]

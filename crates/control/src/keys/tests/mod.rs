@@ -21,6 +21,7 @@ use tokio::net::TcpListener;
 use super::store::{Demand, Gate};
 use super::*;
 use infergate_telemetry::metrics::JwksLabels;
+use infergate_test_support::dir::TempDir;
 use infergate_test_support::jwt::{idp_claims, idp_provider, jwks, Key};
 
 fn bearer(token: &str) -> HeaderMap {
