@@ -12,28 +12,11 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{sim_replica, split_response, wait_for, Running, TempDir};
+use common::{sim_replica, wait_for, Answer, Running, TempDir};
 
 /// Standard clients looping at once: the replica holds two running and (at the ceiling) two
 /// waiting, so most of these are always queued in the gateway.
 const FLOOD: usize = 10;
-
-/// Status, lower-cased headers and body of a raw HTTP/1.1 response.
-struct Answer {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: String,
-    took: Duration,
-}
-
-impl Answer {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
 
 fn chat(port: u16, band: &str) -> Answer {
     chat_as(port, band, None)
@@ -47,24 +30,13 @@ fn chat_as(port: u16, band: &str, tenant: Option<&str>) -> Answer {
     if let Some(tenant) = tenant {
         headers.push(("x-gateway-inference-fairness-id", tenant));
     }
-    let t0 = Instant::now();
-    let raw = common::http_with(
-        &format!("127.0.0.1:{port}"),
-        "POST",
+    common::post(
+        port,
         "/v1/chat/completions",
         &headers,
         body,
         Duration::from_secs(60),
     )
-    .expect("the gateway answers");
-    let took = t0.elapsed();
-    let (status, headers, body) = split_response(&raw);
-    Answer {
-        status,
-        headers,
-        body: body.to_owned(),
-        took,
-    }
 }
 
 /// The flood test's bands: Standard expires quickly so that some of the flood times out.
@@ -186,7 +158,7 @@ fn under_overload_critical_succeeds_sheddable_is_shed_and_standard_expires() {
             Some("rejected-ttl-expired")
         );
         assert!(a.body.contains("\"queue_timeout\""), "{}", a.body);
-        assert!(a.took >= Duration::from_secs(1), "{:?}", a.took);
+        assert!(a.took() >= Duration::from_secs(1), "{:?}", a.took());
     }
 
     let rejected = |band: &str, reason: &str| {

@@ -19,8 +19,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{
-    instant_replica, redis_server_on_free_port, split_response, wait_for, RedisServer, Running,
-    TempDir,
+    instant_replica, redis_server_on_free_port, wait_for, Answer, RedisServer, Running, TempDir,
 };
 
 fn sim() -> (Running, u16) {
@@ -82,30 +81,11 @@ impl Gateway {
     }
 }
 
-/// A response: status, lower-cased headers, body, and when the request was sent and
-/// answered.
-struct Answer {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: String,
-    sent: Instant,
-    answered: Instant,
-}
-
-impl Answer {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// Prompt plus completion tokens from `usage`.
-    fn used(&self) -> u64 {
-        let v: serde_json::Value = serde_json::from_str(&self.body).unwrap();
-        v["usage"]["prompt_tokens"].as_u64().unwrap()
-            + v["usage"]["completion_tokens"].as_u64().unwrap()
-    }
+/// Prompt plus completion tokens from the `usage` of `answer`.
+fn tokens_used(answer: &Answer) -> u64 {
+    let v: serde_json::Value = serde_json::from_str(&answer.body).unwrap();
+    v["usage"]["prompt_tokens"].as_u64().unwrap()
+        + v["usage"]["completion_tokens"].as_u64().unwrap()
 }
 
 /// The chat messages every request sends, and the gateway's estimate of its prompt: a quarter
@@ -115,25 +95,13 @@ const MAX_TOKENS: u64 = 5;
 
 fn chat(port: u16, tenant: &str) -> Answer {
     let body = format!(r#"{{"model":"llama","max_tokens":{MAX_TOKENS},"messages":{MESSAGES}}}"#);
-    let sent = Instant::now();
-    let raw = common::http_with(
-        &format!("127.0.0.1:{port}"),
-        "POST",
+    common::post(
+        port,
         "/v1/chat/completions",
         &[("x-gateway-inference-fairness-id", tenant)],
         &body,
         Duration::from_secs(10),
     )
-    .expect("the gateway answers");
-    let answered = Instant::now();
-    let (status, headers, body) = split_response(&raw);
-    Answer {
-        status,
-        headers,
-        body: body.to_owned(),
-        sent,
-        answered,
-    }
 }
 
 /// Requests per second of tenant `rps`.
@@ -283,7 +251,7 @@ fn two_gateways_on_one_redis_never_exceed_the_tenants_limits() {
         if a.status != 200 {
             break a;
         }
-        used.push(a.used());
+        used.push(tokens_used(&a));
         // The settlement runs in the background once the answer's body has passed; wait until
         // it has landed. Settled, the bucket holds the usage so far less what drained since
         // the first request, at most TPM token-ms a ms since `t0`; still holding this request's

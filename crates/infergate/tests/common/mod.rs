@@ -5,6 +5,7 @@
 #![allow(dead_code, clippy::unwrap_used)]
 
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 #[allow(unused_imports)] // not every test binary signs tokens
 pub use infergate_test_support::jwt;
@@ -88,6 +89,65 @@ pub fn redis_server_on_free_port() -> (RedisServer, u16) {
     let server = RedisServer::on_free_port();
     let port = server.port();
     (server, port)
+}
+
+/// A raw HTTP/1.1 answer taken apart, and when its request was sent and answered.
+pub struct Answer {
+    /// The status code.
+    pub status: u16,
+    /// The headers, names lower-cased, values trimmed, in order.
+    pub headers: Vec<(String, String)>,
+    /// The body as sent (still chunked if it was).
+    pub body: String,
+    /// When the request was about to be sent.
+    pub sent: Instant,
+    /// When the whole answer had been read.
+    pub answered: Instant,
+}
+
+impl Answer {
+    /// The first header named `name` (lower-case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// From sent to answered.
+    pub fn took(&self) -> Duration {
+        self.answered - self.sent
+    }
+}
+
+/// `POST path` of the JSON `body` with extra `headers` to loopback `port`, given `timeout`;
+/// panics if no answer comes.
+pub fn post(
+    port: u16,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+    timeout: Duration,
+) -> Answer {
+    let sent = Instant::now();
+    let raw = http_with(
+        &format!("127.0.0.1:{port}"),
+        "POST",
+        path,
+        headers,
+        body,
+        timeout,
+    )
+    .expect("the gateway answers");
+    let answered = Instant::now();
+    let (status, headers, body) = split_response(&raw);
+    Answer {
+        status,
+        headers,
+        body: body.to_owned(),
+        sent,
+        answered,
+    }
 }
 
 /// `tenant`'s tokens-per-minute bucket in the Redis on `port`, as last stored: its level in
