@@ -7,13 +7,12 @@
 
 mod common;
 
-use common::{http_with, instant_replica_with, TempDir};
+use common::{http_with, instant_replica_with, terminate, TempDir};
 use infergate_bench::trace::{read_capture_jsonl, TraceFormat};
 use infergate_config::gateway::Band;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const ADAPTER: &str = "sql-lora";
 
@@ -135,22 +134,7 @@ fn serve_captures_every_completed_request_and_flushes_on_sigterm() {
     started
         .recv_timeout(Duration::from_secs(30))
         .expect("the long answer starts streaming");
-    let term = Command::new("kill")
-        .args(["-TERM", &child.0.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(term.success());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = child.0.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "serve did not exit after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = terminate(&mut child.0, "serve");
     assert!(status.success(), "{status}");
     let long = long.join().unwrap();
     assert!(

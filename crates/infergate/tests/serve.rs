@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{free_port, infergate, instant_replica, wait_for, TempDir};
+use common::{free_port, infergate, instant_replica, terminate, wait_for, TempDir};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -95,19 +95,7 @@ fn serve_answers_reloads_on_sighup_and_drains_on_sigterm() {
         "{old}"
     );
 
-    let term = Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(term.success());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "serve did not stop on SIGTERM");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = terminate(&mut child, "serve");
     assert!(status.success(), "{status}");
 }
 
@@ -136,7 +124,7 @@ fn serve_confined_to_one_cpu_answers_concurrent_clients_and_drains() {
     let answered: usize = clients.into_iter().map(|c| c.join().unwrap()).sum();
     assert_eq!(answered, 100);
 
-    let status = terminate(&mut child);
+    let status = terminate(&mut child, "serve");
     assert!(status.success(), "{status}");
 }
 
@@ -219,9 +207,9 @@ fn busy_poll_keeps_the_idle_gateway_polling_and_still_serves_and_drains() {
     );
 
     // The polling task does not hold the drain up.
-    let status = terminate(&mut busy);
+    let status = terminate(&mut busy, "serve");
     assert!(status.success(), "serve --busy-poll: {status}");
-    let _ = terminate(&mut plain);
+    let _ = terminate(&mut plain, "serve");
 }
 
 /// `infergate serve --config file flags…` confined to CPU 0 by `taskset` (util-linux), once
@@ -244,21 +232,4 @@ fn serve_on_one_cpu(file: &std::path::Path, flags: &[&str]) -> (std::process::Ch
         request(admin, "GET", "/readyz", "").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
     });
     (child, port)
-}
-
-/// Sends SIGTERM to `child` and waits for it to exit; panics if it is still running after 20 s.
-fn terminate(child: &mut std::process::Child) -> std::process::ExitStatus {
-    let term = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(term.success());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s;
-        }
-        assert!(Instant::now() < deadline, "serve did not stop on SIGTERM");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }

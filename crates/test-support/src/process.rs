@@ -1,7 +1,7 @@
-//! Child processes that die with the test, and starting one on free ports despite the race for
-//! them.
+//! Child processes that die with the test, starting one on free ports despite the race for
+//! them, and stopping one as an operator would.
 
-use std::process::Child;
+use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
 use crate::ports::free_port;
@@ -13,6 +13,24 @@ impl Drop for Running {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+    }
+}
+
+/// Sends SIGTERM to `child` (with `kill`) and waits for it to exit: its exit status. Panics,
+/// saying that `what` did not stop on SIGTERM, if it is still running after 20 s.
+pub fn terminate(child: &mut Child, what: &str) -> ExitStatus {
+    let term = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "{what} did not stop on SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

@@ -14,7 +14,7 @@ pub use infergate_test_support::{
     dir::TempDir,
     http::{get, http, http_with, split_response},
     ports::free_port,
-    process::{start_on_free_ports, Running},
+    process::{start_on_free_ports, terminate, Running},
     redis::{self, RedisServer},
     wait::wait_for,
 };

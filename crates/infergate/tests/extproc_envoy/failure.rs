@@ -3,10 +3,10 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::client::{chat, post};
-use crate::common::free_port;
+use crate::common::{free_port, terminate};
 use crate::envoy::{binary, Pool, Spec};
 use crate::setup::{gateway_config, Picker, PoolDef};
 use crate::upstream::Replica;
@@ -90,20 +90,7 @@ fn ext_proc_over_tls_and_sigterm_drains() {
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.served(), replica.addr.to_string());
 
-    let pid = picker.child.0.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = picker.child.0.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "extproc did not stop on SIGTERM");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = terminate(&mut picker.child.0, "extproc");
     assert!(status.success(), "{status}");
 }
 
