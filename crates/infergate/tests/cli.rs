@@ -4,14 +4,8 @@
 
 mod common;
 
-use common::{free_port, get, infergate, wait_for, Running, TempDir};
+use common::{get, infergate, sim_replica, start_on_free_ports, TempDir};
 use std::process::Stdio;
-
-fn wait_healthy(port: u16) {
-    wait_for(&format!("the server on {port} to be healthy"), || {
-        get(port, "/health").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
-    });
-}
 
 #[test]
 fn list_profiles_prints_every_reference_row_and_instant() {
@@ -31,31 +25,18 @@ fn list_profiles_prints_every_reference_row_and_instant() {
 
 #[test]
 fn a_single_replica_serves_vllm_routes_with_the_flags_given() {
-    let port = free_port();
-    let child = infergate()
-        .args([
-            "sim",
-            "--model",
-            "llama-3.1-8b",
-            "--gpu",
-            "a10g",
-            "--port",
-            &port.to_string(),
-        ])
-        .args([
-            "--served-model-name",
-            "tiny",
-            "--max-loras",
-            "2",
-            "--lora",
-            "sql-lora",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let _guard = Running(child);
-    wait_healthy(port);
+    let (_guard, port) = sim_replica(&[
+        "--model",
+        "llama-3.1-8b",
+        "--gpu",
+        "a10g",
+        "--served-model-name",
+        "tiny",
+        "--max-loras",
+        "2",
+        "--lora",
+        "sql-lora",
+    ]);
     let models = get(port, "/v1/models").unwrap();
     assert!(
         models.contains("\"id\":\"tiny\"") && models.contains("\"id\":\"sql-lora\""),
@@ -70,26 +51,30 @@ fn a_single_replica_serves_vllm_routes_with_the_flags_given() {
 
 #[test]
 fn a_fleet_file_starts_every_replica() {
-    let (a, b) = (free_port(), free_port());
     let dir = TempDir::new("fleet");
     let file = dir.path().join("fleet.yaml");
-    std::fs::write(
-        &file,
-        format!(
-            "apiVersion: infergate.dev/v1alpha1\nkind: SimulatedFleet\nspec:\n  defaults: {{model: instant}}\n  endpoints:\n    - address: 127.0.0.1:{a}\n    - address: 127.0.0.1:{b}\n      sim: {{engine: sglang}}\n"
-        ),
-    )
-    .unwrap();
-    let child = infergate()
-        .args(["sim", "--fleet"])
-        .arg(&file)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
+    let spawn = |[a, b]: [u16; 2]| {
+        std::fs::write(
+            &file,
+            format!(
+                "apiVersion: infergate.dev/v1alpha1\nkind: SimulatedFleet\nspec:\n  defaults: {{model: instant}}\n  endpoints:\n    - address: 127.0.0.1:{a}\n    - address: 127.0.0.1:{b}\n      sim: {{engine: sglang}}\n"
+            ),
+        )
         .unwrap();
-    let _guard = Running(child);
-    wait_healthy(a);
-    wait_healthy(b);
+        infergate()
+            .args(["sim", "--fleet"])
+            .arg(&file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let healthy = |ports: [u16; 2]| {
+        ports
+            .iter()
+            .all(|&p| get(p, "/health").is_some_and(|r| r.starts_with("HTTP/1.1 200")))
+    };
+    let (_guard, [a, b]) = start_on_free_ports("both replicas of the fleet", spawn, healthy);
     assert!(get(a, "/metrics")
         .unwrap()
         .contains("vllm:num_requests_running"));
