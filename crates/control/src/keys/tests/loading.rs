@@ -64,14 +64,7 @@ async fn a_flood_of_unknown_kids_starts_at_most_one_fetch_per_gap() {
     let key = Key::ed25519();
     let issuer = Issuer::start(jwks(&[key.jwk("k")]), Duration::ZERO).await;
     let metrics = Arc::new(Metrics::new());
-    let store = KeyStore::start(
-        issuer.uri(),
-        fast(Duration::from_secs(3600)),
-        Arc::clone(&metrics),
-        None,
-    )
-    .unwrap();
-    assert!(store.wait_loaded(Duration::from_secs(5)).await);
+    let store = loaded(issuer.uri(), fast(Duration::from_secs(3600)), &metrics).await;
     let auth = Arc::new(auth(store, &metrics));
     let mut tasks = Vec::new();
     for i in 0..50 {
@@ -100,14 +93,7 @@ async fn requests_that_meet_an_unknown_kid_together_share_one_fetch() {
     let (old, new) = (Key::ed25519(), Key::ed25519());
     let issuer = Issuer::start(jwks(&[old.jwk("old")]), Duration::from_millis(300)).await;
     let metrics = Arc::new(Metrics::new());
-    let store = KeyStore::start(
-        issuer.uri(),
-        fast(Duration::ZERO),
-        Arc::clone(&metrics),
-        None,
-    )
-    .unwrap();
-    assert!(store.wait_loaded(Duration::from_secs(5)).await);
+    let store = loaded(issuer.uri(), fast(Duration::ZERO), &metrics).await;
     issuer.serve(StatusCode::OK, jwks(&[old.jwk("old"), new.jwk("new")]));
     let auth = Arc::new(auth(store, &metrics));
     let mut tasks = Vec::new();
@@ -132,14 +118,7 @@ async fn a_failed_fetch_keeps_the_last_good_keys_and_is_counted() {
     let key = Key::ed25519();
     let issuer = Issuer::start(jwks(&[key.jwk("k")]), Duration::ZERO).await;
     let metrics = Arc::new(Metrics::new());
-    let store = KeyStore::start(
-        issuer.uri(),
-        fast(Duration::ZERO),
-        Arc::clone(&metrics),
-        None,
-    )
-    .unwrap();
-    assert!(store.wait_loaded(Duration::from_secs(5)).await);
+    let store = loaded(issuer.uri(), fast(Duration::ZERO), &metrics).await;
     let auth = auth(store, &metrics);
     for (status, body) in [
         (StatusCode::INTERNAL_SERVER_ERROR, jwks(&[])),
@@ -175,8 +154,7 @@ async fn rotation_is_picked_up_by_the_periodic_refresh() {
         remote_interval: Duration::from_millis(50),
         ..fast(Duration::from_secs(3600))
     };
-    let store = KeyStore::start(issuer.uri(), refresh, Arc::clone(&metrics), None).unwrap();
-    assert!(store.wait_loaded(Duration::from_secs(5)).await);
+    let store = loaded(issuer.uri(), refresh, &metrics).await;
     issuer.serve(StatusCode::OK, jwks(&[new.jwk("new")]));
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while store

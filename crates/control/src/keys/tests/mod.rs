@@ -43,6 +43,14 @@ fn fast(min_gap: Duration) -> JwksRefresh {
     }
 }
 
+/// A store loading from `source` with `refresh`, counted in `metrics`, once its first load
+/// has succeeded (within 5 s).
+async fn loaded(source: KeySource, refresh: JwksRefresh, metrics: &Arc<Metrics>) -> KeyStore {
+    let store = KeyStore::start(source, refresh, Arc::clone(metrics), None).unwrap();
+    assert!(store.wait_loaded(Duration::from_secs(5)).await);
+    store
+}
+
 fn auth(store: KeyStore, metrics: &Arc<Metrics>) -> Auth {
     Auth::with_keys(Verifier::new(&idp_provider()), Arc::new(store), metrics)
 }
