@@ -4,8 +4,7 @@
 
 mod common;
 
-use common::{get, infergate, sim_replica, start_on_free_ports, TempDir};
-use std::process::Stdio;
+use common::{get, infergate, sim_fleet, sim_replica, TempDir};
 
 #[test]
 fn list_profiles_prints_every_reference_row_and_instant() {
@@ -53,28 +52,11 @@ fn a_single_replica_serves_vllm_routes_with_the_flags_given() {
 fn a_fleet_file_starts_every_replica() {
     let dir = TempDir::new("fleet");
     let file = dir.path().join("fleet.yaml");
-    let spawn = |[a, b]: [u16; 2]| {
-        std::fs::write(
-            &file,
-            format!(
-                "apiVersion: infergate.dev/v1alpha1\nkind: SimulatedFleet\nspec:\n  defaults: {{model: instant}}\n  endpoints:\n    - address: 127.0.0.1:{a}\n    - address: 127.0.0.1:{b}\n      sim: {{engine: sglang}}\n"
-            ),
+    let (_guard, [a, b]) = sim_fleet(&file, |[a, b]| {
+        format!(
+            "apiVersion: infergate.dev/v1alpha1\nkind: SimulatedFleet\nspec:\n  defaults: {{model: instant}}\n  endpoints:\n    - address: 127.0.0.1:{a}\n    - address: 127.0.0.1:{b}\n      sim: {{engine: sglang}}\n"
         )
-        .unwrap();
-        infergate()
-            .args(["sim", "--fleet"])
-            .arg(&file)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap()
-    };
-    let healthy = |ports: [u16; 2]| {
-        ports
-            .iter()
-            .all(|&p| get(p, "/health").is_some_and(|r| r.starts_with("HTTP/1.1 200")))
-    };
-    let (_guard, [a, b]) = start_on_free_ports("both replicas of the fleet", spawn, healthy);
+    });
     assert!(get(a, "/metrics")
         .unwrap()
         .contains("vllm:num_requests_running"));

@@ -91,6 +91,32 @@ pub fn redis_server_on_free_port() -> (RedisServer, u16) {
     (server, port)
 }
 
+/// `infergate sim --fleet` over the fleet file `fleet(ports)` (written to `file`) on `N` free
+/// ports, its output discarded; started again on fresh ports if it exits first
+/// ([`start_on_free_ports`]). Returns once every replica's `/health` answers 200: the process and
+/// the ports.
+pub fn sim_fleet<const N: usize>(
+    file: &std::path::Path,
+    mut fleet: impl FnMut([u16; N]) -> String,
+) -> (Running, [u16; N]) {
+    let spawn = |ports: [u16; N]| {
+        std::fs::write(file, fleet(ports)).unwrap();
+        infergate()
+            .args(["sim", "--fleet"])
+            .arg(file)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let healthy = |ports: [u16; N]| {
+        ports
+            .iter()
+            .all(|&p| get(p, "/health").is_some_and(|r| r.starts_with("HTTP/1.1 200")))
+    };
+    start_on_free_ports("every replica of the fleet", spawn, healthy)
+}
+
 /// A raw HTTP/1.1 answer taken apart, and when its request was sent and answered.
 pub struct Answer {
     /// The status code.
