@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::client::{chat, post};
 use crate::common::{free_port, terminate};
 use crate::envoy::{binary, Pool, Spec};
-use crate::setup::{gateway_config, Picker, PoolDef};
+use crate::setup::one_pool_picker;
 use crate::upstream::Replica;
 
 const CHAT: &str = "/v1/chat/completions";
@@ -76,15 +76,7 @@ fn with_infergate_down_fail_open_round_robins_and_fail_close_refuses() {
 #[test]
 fn ext_proc_over_tls_and_sigterm_drains() {
     let replica = Replica::start("a");
-    let mut picker = Picker::start(&gateway_config(
-        &[PoolDef {
-            name: "llama",
-            model: "llama",
-            endpoints: vec![replica.addr],
-            extra: "",
-        }],
-        "  tls: {}\n",
-    ));
+    let mut picker = one_pool_picker(&[replica.addr], "", "  tls: {}\n");
     let envoy = spec(&[&replica], picker.port, false, true).start(true);
     let r = post(envoy.port, CHAT, &[], &chat("llama", "over tls"));
     assert_eq!(r.status, 200, "{}", r.text());
@@ -97,15 +89,7 @@ fn ext_proc_over_tls_and_sigterm_drains() {
 #[test]
 fn the_route_timeout_answers_504() {
     let replica = Replica::start("a");
-    let picker = Picker::start(&gateway_config(
-        &[PoolDef {
-            name: "llama",
-            model: "llama",
-            endpoints: vec![replica.addr],
-            extra: "      routeTimeout: 1s\n",
-        }],
-        "",
-    ));
+    let picker = one_pool_picker(&[replica.addr], "      routeTimeout: 1s\n", "");
     let envoy = spec(&[&replica], picker.port, false, false).start(true);
     let body = serde_json::json!({"model": "llama", "hang": true, "messages": []}).to_string();
     let r = post(envoy.port, CHAT, &[], body.as_bytes());

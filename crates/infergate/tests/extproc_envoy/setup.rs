@@ -107,14 +107,14 @@ pub fn sim(model: &str) -> (SocketAddr, Running) {
     (SocketAddr::from(([127, 0, 0, 1], port)), running)
 }
 
-/// One pool `llama` over `endpoints` (`scheduler_extra` added to its scheduler, `spec_extra`
-/// under `spec:`), infergate picking for an Envoy in front that fails closed.
-pub fn one_pool(
+/// `infergate extproc` ([`Picker::start`]) over one pool `llama` on `endpoints`,
+/// `scheduler_extra` added to its scheduler, `spec_extra` under `spec:`.
+pub fn one_pool_picker(
     endpoints: &[SocketAddr],
     scheduler_extra: &str,
     spec_extra: &str,
-) -> (Picker, Envoy) {
-    let picker = Picker::start(&gateway_config(
+) -> Picker {
+    Picker::start(&gateway_config(
         &[PoolDef {
             name: "llama",
             model: "llama",
@@ -122,7 +122,17 @@ pub fn one_pool(
             extra: scheduler_extra,
         }],
         spec_extra,
-    ));
+    ))
+}
+
+/// One pool `llama` over `endpoints` (`scheduler_extra` added to its scheduler, `spec_extra`
+/// under `spec:`), infergate picking for an Envoy in front that fails closed.
+pub fn one_pool(
+    endpoints: &[SocketAddr],
+    scheduler_extra: &str,
+    spec_extra: &str,
+) -> (Picker, Envoy) {
+    let picker = one_pool_picker(endpoints, scheduler_extra, spec_extra);
     let envoy = Spec {
         pools: vec![Pool {
             cluster: "llama",
