@@ -15,10 +15,7 @@ use infergate_control::limits::resp::Value;
 use infergate_flow::limit::{Bucket, Charge, LimitKind, LocalStore, Taken};
 use proptest::prelude::*;
 
-mod support {
-    pub mod redis_server;
-}
-use support::redis_server::RedisServer;
+use infergate_test_support::redis::RedisServer;
 
 /// A store on `redis`.
 fn store_on(redis: &RedisServer) -> RedisStore {

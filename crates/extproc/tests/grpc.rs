@@ -19,17 +19,11 @@ use http_body_util::Full;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use infergate_extproc::{ExtProc, ExtProcOptions};
+use infergate_test_support::ports::free_addr;
 use tonic::transport::Channel;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::HealthCheckRequest;
-
-fn free_addr() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
 
 /// A replica's `/metrics` on `addr`, serving until the task is dropped.
 fn metrics_server(addr: SocketAddr) -> tokio::task::JoinHandle<()> {

@@ -12,9 +12,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::instant_replica;
-use common::jwt::{auth_spec, claims, Key, MIN_GAP};
-use serde_json::{json, Value};
+use common::jwt::{auth_spec, claims, jwks, Key, MIN_GAP};
+use common::{instant_replica, TempDir};
+use serde_json::Value;
 
 /// A JWKS issuer on a loopback port: serves the current document, counts the fetches.
 struct Issuer {
@@ -56,7 +56,7 @@ impl Issuer {
     }
 
     fn publish(&self, keys: &[Value]) {
-        *self.document.lock().unwrap() = json!({ "keys": keys }).to_string();
+        *self.document.lock().unwrap() = jwks(keys);
     }
 
     fn hits(&self) -> usize {
@@ -95,32 +95,22 @@ fn serve_checks_jwts_against_a_remote_jwks_and_takes_a_rotated_key_without_resta
     issuer.publish(&[k1.jwk("k1")]);
 
     let (_sim, replica) = instant_replica("llama");
-    let dir = std::env::temp_dir().join(format!("infergate-auth-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("gateway.yaml");
+    let dir = TempDir::new("auth");
+    let file = dir.path().join("gateway.yaml");
     std::fs::write(
         &file,
-        format!(
-            "apiVersion: infergate.dev/v1alpha1
-kind: InferenceGatewayConfig
-spec:
-  bbr: {{enabled: true}}
-{}  schedulers:
-    - name: llama
-      modelName: llama
-      modelSelector: {{matchLabels: {{app: llama}}}}
-  endpoints:
-    - address: 127.0.0.1:{replica}
-      labels: {{app: llama}}
-",
-            auth_spec(&format!(
+        common::one_pool_config(
+            "llama",
+            replica,
+            &auth_spec(&format!(
                 "remoteJWKS: {{uri: 'http://127.0.0.1:{}/.well-known/jwks.json'}}",
                 issuer.port
-            ))
+            )),
+            "",
         ),
     )
     .unwrap();
-    let log = dir.join("gateway.log");
+    let log = dir.path().join("gateway.log");
     // Every log line the gateway can write, so that none can hide a token. Ready means scraped
     // and keys loaded.
     let (gateway, port, admin) = common::serve_ready(&file, |c| {
@@ -215,5 +205,4 @@ spec:
         let signature = t.rsplit('.').next().unwrap();
         assert!(!log.contains(signature), "a token reached the log:\n{log}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{infergate, instant_replica, split_response, wait_for};
+use common::{infergate, instant_replica, split_response, wait_for, TempDir};
 use serde_json::Value;
 
 /// Requests in the measured split, and clients sending them at once.
@@ -137,9 +137,8 @@ fn rewrites_total(admin: u16, target: &str) -> usize {
 fn a_90_10_split_lands_within_2_percent_sessions_stick_and_clients_see_their_model() {
     let (_stable_sim, stable) = instant_replica("llama-stable");
     let (_canary_sim, canary) = instant_replica("llama-canary");
-    let dir = std::env::temp_dir().join(format!("infergate-canary-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("gateway.yaml");
+    let dir = TempDir::new("canary");
+    let file = dir.path().join("gateway.yaml");
     std::fs::write(&file, config(stable, canary)).unwrap();
 
     // `check` prints the rule and has nothing to refuse.
@@ -268,5 +267,4 @@ fn a_90_10_split_lands_within_2_percent_sessions_stick_and_clients_see_their_mod
         rewrites_total(admin, "llama-canary") == seen[&canary]
             && rewrites_total(admin, "llama-stable") == seen[&stable]
     });
-    let _ = std::fs::remove_dir_all(&dir);
 }

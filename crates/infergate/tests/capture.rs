@@ -7,32 +7,18 @@
 
 mod common;
 
-use common::{http_with, instant_replica_with};
+use common::{http_with, instant_replica_with, terminate, TempDir};
 use infergate_bench::trace::{read_capture_jsonl, TraceFormat};
 use infergate_config::gateway::Band;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const ADAPTER: &str = "sql-lora";
 
 fn config(replica: u16) -> String {
-    format!(
-        "apiVersion: infergate.dev/v1alpha1
-kind: InferenceGatewayConfig
-spec:
-  bbr: {{enabled: true}}
-  schedulers:
-    - name: llama
-      modelName: llama
-      modelSelector: {{matchLabels: {{app: llama}}}}
-      loraAdapters: [{ADAPTER}]
-  endpoints:
-    - address: 127.0.0.1:{replica}
-      labels: {{app: llama}}
-"
-    )
+    let adapters = format!("      loraAdapters: [{ADAPTER}]\n");
+    common::one_pool_config("llama", replica, "", &adapters)
 }
 
 /// A completion of `max_tokens` for `prompt` to `model`, streamed with a final usage event or
@@ -59,9 +45,11 @@ fn serve_captures_every_completed_request_and_flushes_on_sigterm() {
         "llama",
         &["--max-loras", "2", "--lora", ADAPTER, "--slowdown", "1000"],
     );
-    let dir = std::env::temp_dir().join(format!("infergate-capture-it-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (file, capture) = (dir.join("gateway.yaml"), dir.join("capture.jsonl"));
+    let dir = TempDir::new("capture-it");
+    let (file, capture) = (
+        dir.path().join("gateway.yaml"),
+        dir.path().join("capture.jsonl"),
+    );
     std::fs::write(&file, config(replica)).unwrap();
     // Killed if the test fails before SIGTERM does it.
     let (mut child, port, _admin) = common::serve_ready(&file, |c| {
@@ -146,22 +134,7 @@ fn serve_captures_every_completed_request_and_flushes_on_sigterm() {
     started
         .recv_timeout(Duration::from_secs(30))
         .expect("the long answer starts streaming");
-    let term = Command::new("kill")
-        .args(["-TERM", &child.0.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(term.success());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = child.0.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "serve did not exit after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = terminate(&mut child.0, "serve");
     assert!(status.success(), "{status}");
     let long = long.join().unwrap();
     assert!(

@@ -4,20 +4,7 @@
 
 mod common;
 
-use common::{free_port, get, infergate, Running};
-use std::process::Stdio;
-use std::time::{Duration, Instant};
-
-fn wait_healthy(port: u16) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if get(port, "/health").is_some_and(|r| r.starts_with("HTTP/1.1 200")) {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("server on {port} never became healthy");
-}
+use common::{get, infergate, sim_fleet, sim_replica, TempDir};
 
 #[test]
 fn list_profiles_prints_every_reference_row_and_instant() {
@@ -37,31 +24,18 @@ fn list_profiles_prints_every_reference_row_and_instant() {
 
 #[test]
 fn a_single_replica_serves_vllm_routes_with_the_flags_given() {
-    let port = free_port();
-    let child = infergate()
-        .args([
-            "sim",
-            "--model",
-            "llama-3.1-8b",
-            "--gpu",
-            "a10g",
-            "--port",
-            &port.to_string(),
-        ])
-        .args([
-            "--served-model-name",
-            "tiny",
-            "--max-loras",
-            "2",
-            "--lora",
-            "sql-lora",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let _guard = Running(child);
-    wait_healthy(port);
+    let (_guard, port) = sim_replica(&[
+        "--model",
+        "llama-3.1-8b",
+        "--gpu",
+        "a10g",
+        "--served-model-name",
+        "tiny",
+        "--max-loras",
+        "2",
+        "--lora",
+        "sql-lora",
+    ]);
     let models = get(port, "/v1/models").unwrap();
     assert!(
         models.contains("\"id\":\"tiny\"") && models.contains("\"id\":\"sql-lora\""),
@@ -76,27 +50,13 @@ fn a_single_replica_serves_vllm_routes_with_the_flags_given() {
 
 #[test]
 fn a_fleet_file_starts_every_replica() {
-    let (a, b) = (free_port(), free_port());
-    let dir = std::env::temp_dir().join(format!("infergate-fleet-{a}-{b}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("fleet.yaml");
-    std::fs::write(
-        &file,
+    let dir = TempDir::new("fleet");
+    let file = dir.path().join("fleet.yaml");
+    let (_guard, [a, b]) = sim_fleet(&file, |[a, b]| {
         format!(
             "apiVersion: infergate.dev/v1alpha1\nkind: SimulatedFleet\nspec:\n  defaults: {{model: instant}}\n  endpoints:\n    - address: 127.0.0.1:{a}\n    - address: 127.0.0.1:{b}\n      sim: {{engine: sglang}}\n"
-        ),
-    )
-    .unwrap();
-    let child = infergate()
-        .args(["sim", "--fleet"])
-        .arg(&file)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let _guard = Running(child);
-    wait_healthy(a);
-    wait_healthy(b);
+        )
+    });
     assert!(get(a, "/metrics")
         .unwrap()
         .contains("vllm:num_requests_running"));
@@ -117,9 +77,8 @@ fn errors_name_what_is_wrong_without_a_backtrace() {
     assert!(err.contains("unknown gpu `tpu`"), "{err}");
     assert!(!err.contains("Stack backtrace"), "{err}");
 
-    let dir = std::env::temp_dir().join(format!("infergate-bad-fleet-{}", free_port()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("fleet.yaml");
+    let dir = TempDir::new("bad-fleet");
+    let file = dir.path().join("fleet.yaml");
     std::fs::write(&file, "apiVersion: infergate.dev/v1alpha1\nkind: SimulatedFleet\nspec:\n  endpoints:\n    - address: nowhere\n").unwrap();
     let out = infergate()
         .args(["sim", "--fleet"])

@@ -6,7 +6,7 @@ mod common;
 
 use common::Running;
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -16,7 +16,7 @@ fn post(addr: &str, path: &str, body: &str) -> String {
 
 #[test]
 fn demo_starts_prints_a_curl_line_and_answers_it() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_infergate"))
+    let mut child = common::infergate()
         .args([
             "demo",
             "--listen",

@@ -7,34 +7,16 @@
 
 mod common;
 
-use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{free_port, infergate, split_response, wait_for, Running};
+use common::{sim_replica, wait_for, Answer, Running, TempDir};
 
 /// Standard clients looping at once: the replica holds two running and (at the ceiling) two
 /// waiting, so most of these are always queued in the gateway.
 const FLOOD: usize = 10;
-
-/// Status, lower-cased headers and body of a raw HTTP/1.1 response.
-struct Answer {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: String,
-    took: Duration,
-}
-
-impl Answer {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
 
 fn chat(port: u16, band: &str) -> Answer {
     chat_as(port, band, None)
@@ -48,24 +30,13 @@ fn chat_as(port: u16, band: &str, tenant: Option<&str>) -> Answer {
     if let Some(tenant) = tenant {
         headers.push(("x-gateway-inference-fairness-id", tenant));
     }
-    let t0 = Instant::now();
-    let raw = common::http_with(
-        &format!("127.0.0.1:{port}"),
-        "POST",
+    common::post(
+        port,
         "/v1/chat/completions",
         &headers,
         body,
         Duration::from_secs(60),
     )
-    .expect("the gateway answers");
-    let took = t0.elapsed();
-    let (status, headers, body) = split_response(&raw);
-    Answer {
-        status,
-        headers,
-        body: body.to_owned(),
-        took,
-    }
 }
 
 /// The flood test's bands: Standard expires quickly so that some of the flood times out.
@@ -78,23 +49,13 @@ const FLOOD_BANDS: &str = "
 /// machine a scrape answered late must not leave the pool's saturation unknown, which fails
 /// flow control open and dispatches every band at once, for a reason that is not under test.
 fn config(replica: u16, flow: &str) -> String {
-    format!(
-        "apiVersion: infergate.dev/v1alpha1
-kind: InferenceGatewayConfig
-spec:
-  bbr: {{enabled: true}}
-  flowControl:
+    let flow_control = format!(
+        "  flowControl:
     saturation: {{queueDepthThreshold: 2, metricsStalenessThreshold: 60s}}
     bands:{flow}
-  schedulers:
-    - name: llama
-      modelName: llama
-      modelSelector: {{matchLabels: {{app: llama}}}}
-  endpoints:
-    - address: 127.0.0.1:{replica}
-      labels: {{app: llama}}
 "
-    )
+    );
+    common::one_pool_config("llama", replica, &flow_control, "")
 }
 
 /// A simulated 8B replica on an L4 that runs two sequences at a time, with `infergate serve` in
@@ -102,42 +63,34 @@ spec:
 struct SlowPool {
     port: u16,
     admin: u16,
-    dir: std::path::PathBuf,
+    _dir: TempDir,
     _sim: Running,
     _gateway: Running,
 }
 
 impl SlowPool {
     fn start(name: &str, flow: &str) -> SlowPool {
-        let replica = free_port();
-        let sim = Running(
-            infergate()
-                .args(["sim", "--model", "llama-3.1-8b", "--gpu", "l4"])
-                .args(["--max-num-seqs", "2", "--served-model-name", "llama"])
-                .args(["--port", &replica.to_string()])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-        let dir = std::env::temp_dir().join(format!("infergate-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("gateway.yaml");
+        let (sim, replica) = sim_replica(&[
+            "--model",
+            "llama-3.1-8b",
+            "--gpu",
+            "l4",
+            "--max-num-seqs",
+            "2",
+            "--served-model-name",
+            "llama",
+        ]);
+        let dir = TempDir::new(name);
+        let file = dir.path().join("gateway.yaml");
         std::fs::write(&file, config(replica, flow)).unwrap();
         let (gateway, port, admin) = common::serve_ready(&file, |_| {});
         SlowPool {
             port,
             admin,
-            dir,
+            _dir: dir,
             _sim: sim,
             _gateway: gateway,
         }
-    }
-}
-
-impl Drop for SlowPool {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -205,7 +158,7 @@ fn under_overload_critical_succeeds_sheddable_is_shed_and_standard_expires() {
             Some("rejected-ttl-expired")
         );
         assert!(a.body.contains("\"queue_timeout\""), "{}", a.body);
-        assert!(a.took >= Duration::from_secs(1), "{:?}", a.took);
+        assert!(a.took() >= Duration::from_secs(1), "{:?}", a.took());
     }
 
     let rejected = |band: &str, reason: &str| {

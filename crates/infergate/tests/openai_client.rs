@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{free_port, get, infergate, wait_for, Running};
+use common::{sim_fleet, TempDir};
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -142,28 +142,12 @@ fn run_script(base_url: &str) -> (std::process::ExitStatus, String, String) {
 fn the_official_openai_python_client_drives_the_gateway() {
     require_openai_client();
 
-    let dir = std::env::temp_dir().join(format!("infergate-openai-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let replicas = [free_port(), free_port(), free_port()];
-    let fleet_file = dir.join("fleet.yaml");
-    std::fs::write(&fleet_file, fleet(&replicas)).unwrap();
-    let config_file = dir.join("gateway.yaml");
+    let dir = TempDir::new("openai");
+    let (_sim, replicas) = sim_fleet(&dir.path().join("fleet.yaml"), |ports: [u16; 3]| {
+        fleet(&ports)
+    });
+    let config_file = dir.path().join("gateway.yaml");
     std::fs::write(&config_file, gateway_config(&replicas)).unwrap();
-
-    let _sim = Running(
-        infergate()
-            .args(["sim", "--fleet"])
-            .arg(&fleet_file)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    for port in replicas {
-        wait_for(&format!("replica {port}"), || {
-            get(port, "/health").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
-        });
-    }
 
     let (_gateway, port, _admin) = common::serve_ready(&config_file, |_| {});
 
@@ -173,5 +157,4 @@ fn the_official_openai_python_client_drives_the_gateway() {
         "the OpenAI client script failed ({status}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
     );
     assert!(stdout.contains("ok: errors"), "{stdout}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

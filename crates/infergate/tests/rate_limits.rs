@@ -19,7 +19,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{
-    instant_replica, redis_server, redis_server_on_free_port, split_response, wait_for, Running,
+    instant_replica, redis_server_on_free_port, wait_for, Answer, RedisServer, Running, TempDir,
 };
 
 fn sim() -> (Running, u16) {
@@ -38,21 +38,7 @@ fn gateway(dir: &Path, name: &str, replica: u16, limits: &str) -> Gateway {
     let file = dir.join(format!("{name}.yaml"));
     std::fs::write(
         &file,
-        format!(
-            "apiVersion: infergate.dev/v1alpha1
-kind: InferenceGatewayConfig
-spec:
-  bbr: {{enabled: true}}
-  rateLimits:
-{limits}  schedulers:
-    - name: llama
-      modelName: llama
-      modelSelector: {{matchLabels: {{app: llama}}}}
-  endpoints:
-    - address: 127.0.0.1:{replica}
-      labels: {{app: llama}}
-"
-        ),
+        common::one_pool_config("llama", replica, &format!("  rateLimits:\n{limits}"), ""),
     )
     .unwrap();
     let log = dir.join(format!("{name}.log"));
@@ -95,30 +81,11 @@ impl Gateway {
     }
 }
 
-/// A response: status, lower-cased headers, body, and when the request was sent and
-/// answered.
-struct Answer {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: String,
-    sent: Instant,
-    answered: Instant,
-}
-
-impl Answer {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// Prompt plus completion tokens from `usage`.
-    fn used(&self) -> u64 {
-        let v: serde_json::Value = serde_json::from_str(&self.body).unwrap();
-        v["usage"]["prompt_tokens"].as_u64().unwrap()
-            + v["usage"]["completion_tokens"].as_u64().unwrap()
-    }
+/// Prompt plus completion tokens from the `usage` of `answer`.
+fn tokens_used(answer: &Answer) -> u64 {
+    let v: serde_json::Value = serde_json::from_str(&answer.body).unwrap();
+    v["usage"]["prompt_tokens"].as_u64().unwrap()
+        + v["usage"]["completion_tokens"].as_u64().unwrap()
 }
 
 /// The chat messages every request sends, and the gateway's estimate of its prompt: a quarter
@@ -128,31 +95,13 @@ const MAX_TOKENS: u64 = 5;
 
 fn chat(port: u16, tenant: &str) -> Answer {
     let body = format!(r#"{{"model":"llama","max_tokens":{MAX_TOKENS},"messages":{MESSAGES}}}"#);
-    let sent = Instant::now();
-    let raw = common::http_with(
-        &format!("127.0.0.1:{port}"),
-        "POST",
+    common::post(
+        port,
         "/v1/chat/completions",
         &[("x-gateway-inference-fairness-id", tenant)],
         &body,
         Duration::from_secs(10),
     )
-    .expect("the gateway answers");
-    let answered = Instant::now();
-    let (status, headers, body) = split_response(&raw);
-    Answer {
-        status,
-        headers,
-        body: body.to_owned(),
-        sent,
-        answered,
-    }
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("infergate-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 /// Requests per second of tenant `rps`.
@@ -164,7 +113,7 @@ const TPM: u64 = 200;
 fn two_gateways_on_one_redis_never_exceed_the_tenants_limits() {
     let (_redis, redis_port) = redis_server_on_free_port();
     let (_sim, replica) = sim();
-    let dir = temp_dir("rate-limits");
+    let dir = TempDir::new("rate-limits");
     // A generous store timeout: a loaded CI machine must not turn a slow answer into a
     // fail-open admission, which would break the count below for the wrong reason.
     let limits = format!(
@@ -177,8 +126,8 @@ fn two_gateways_on_one_redis_never_exceed_the_tenants_limits() {
 "
     );
     let gateways = Arc::new([
-        gateway(&dir, "a", replica, &limits),
-        gateway(&dir, "b", replica, &limits),
+        gateway(dir.path(), "a", replica, &limits),
+        gateway(dir.path(), "b", replica, &limits),
     ]);
     for g in gateways.iter() {
         g.wait_counting_on_redis("warm-up");
@@ -293,7 +242,7 @@ fn two_gateways_on_one_redis_never_exceed_the_tenants_limits() {
     // one at a time, each settled before the next is sent.
     let prompt_estimate = (MESSAGES.len() as u64).div_ceil(4);
     let estimate = prompt_estimate + MAX_TOKENS;
-    let t0 = common::redis_time_ms(redis_port);
+    let t0 = common::redis::time_ms(redis_port);
     let start = Instant::now();
     let mut used = Vec::new();
     let refusal = loop {
@@ -302,7 +251,7 @@ fn two_gateways_on_one_redis_never_exceed_the_tenants_limits() {
         if a.status != 200 {
             break a;
         }
-        used.push(a.used());
+        used.push(tokens_used(&a));
         // The settlement runs in the background once the answer's body has passed; wait until
         // it has landed. Settled, the bucket holds the usage so far less what drained since
         // the first request, at most TPM token-ms a ms since `t0`; still holding this request's
@@ -357,14 +306,13 @@ fn two_gateways_on_one_redis_never_exceed_the_tenants_limits() {
         (1..=longest).contains(&secs),
         "Retry-After {secs}, at most {longest}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn when_redis_dies_fail_open_admits_and_fail_closed_refuses_and_both_recover() {
     let (redis_proc, redis_port) = redis_server_on_free_port();
     let (_sim, replica) = sim();
-    let dir = temp_dir("rate-limits-down");
+    let dir = TempDir::new("rate-limits-down");
     let limits = |on_error: &str| {
         format!(
             "    store: redis://127.0.0.1:{redis_port}
@@ -374,8 +322,8 @@ fn when_redis_dies_fail_open_admits_and_fail_closed_refuses_and_both_recover() {
 "
         )
     };
-    let open = gateway(&dir, "open", replica, &limits("failOpen"));
-    let closed = gateway(&dir, "closed", replica, &limits("failClosed"));
+    let open = gateway(dir.path(), "open", replica, &limits("failOpen"));
+    let closed = gateway(dir.path(), "closed", replica, &limits("failClosed"));
     let decisions = |g: &Gateway, outcome: &str| {
         g.metric(&format!(
             r#"infergate_rate_limit_decisions_total{{tenant="*",outcome="{outcome}"}}"#
@@ -431,7 +379,7 @@ fn when_redis_dies_fail_open_admits_and_fail_closed_refuses_and_both_recover() {
     );
 
     // Redis comes back on the same port: both gateways reconnect and count again.
-    let _redis = redis_server(redis_port);
+    let _redis = RedisServer::taking(redis_port);
     wait_for("both gateways to count again", || {
         // Within half a second of a failure a gateway does not ask Redis again.
         assert_eq!(chat(open.port, "t").status, 200);
@@ -439,5 +387,4 @@ fn when_redis_dies_fail_open_admits_and_fail_closed_refuses_and_both_recover() {
     });
     assert!(closed.log().contains("answers again"), "{}", closed.log());
     assert!(decisions(&open, "admitted") >= 2.0 && decisions(&closed, "admitted") >= 2.0);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{free_port, infergate, instant_replica, wait_for};
+use common::{free_port, infergate, instant_replica, terminate, wait_for, TempDir};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -20,20 +20,7 @@ fn request(port: u16, method: &str, path: &str, body: &str) -> Option<String> {
 }
 
 fn config(model: &str, replica: u16) -> String {
-    format!(
-        "apiVersion: infergate.dev/v1alpha1
-kind: InferenceGatewayConfig
-spec:
-  bbr: {{enabled: true}}
-  schedulers:
-    - name: llama
-      modelName: {model}
-      modelSelector: {{matchLabels: {{app: llama}}}}
-  endpoints:
-    - address: 127.0.0.1:{replica}
-      labels: {{app: llama}}
-"
-    )
+    common::one_pool_config(model, replica, "", "")
 }
 
 /// A simulated replica serving `llama`, and a config file routing to it in a directory of its
@@ -41,15 +28,14 @@ spec:
 struct Setup {
     _sim: common::Running,
     replica: u16,
-    dir: std::path::PathBuf,
+    dir: TempDir,
     file: std::path::PathBuf,
 }
 
 fn setup(test: &str) -> Setup {
     let (sim, replica) = instant_replica("llama");
-    let dir = std::env::temp_dir().join(format!("infergate-serve-{test}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("gateway.yaml");
+    let dir = TempDir::new(&format!("serve-{test}"));
+    let file = dir.path().join("gateway.yaml");
     std::fs::write(&file, config("llama", replica)).unwrap();
     Setup {
         _sim: sim,
@@ -70,7 +56,7 @@ fn serve_answers_reloads_on_sighup_and_drains_on_sigterm() {
     let Setup {
         _sim,
         replica,
-        dir,
+        dir: _dir,
         file,
     } = setup("plain");
     let (port, admin) = (free_port(), free_port());
@@ -109,21 +95,8 @@ fn serve_answers_reloads_on_sighup_and_drains_on_sigterm() {
         "{old}"
     );
 
-    let term = Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(term.success());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "serve did not stop on SIGTERM");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = terminate(&mut child, "serve");
     assert!(status.success(), "{status}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// On one CPU `serve` runs a current-thread runtime (accept loop, connections, scrapers and
@@ -132,7 +105,10 @@ fn serve_answers_reloads_on_sighup_and_drains_on_sigterm() {
 #[test]
 fn serve_confined_to_one_cpu_answers_concurrent_clients_and_drains() {
     let Setup {
-        _sim, dir, file, ..
+        _sim,
+        dir: _dir,
+        file,
+        ..
     } = setup("1cpu");
     let (mut child, port) = serve_on_one_cpu(&file, &[]);
     let clients: Vec<_> = (0..4)
@@ -148,16 +124,14 @@ fn serve_confined_to_one_cpu_answers_concurrent_clients_and_drains() {
     let answered: usize = clients.into_iter().map(|c| c.join().unwrap()).sum();
     assert_eq!(answered, 100);
 
-    let status = terminate(&mut child);
+    let status = terminate(&mut child, "serve");
     assert!(status.success(), "{status}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn check_prints_the_report_and_refuses_a_bad_config_naming_the_field() {
-    let dir = std::env::temp_dir().join(format!("infergate-check-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let good = dir.join("good.yaml");
+    let dir = TempDir::new("check");
+    let good = dir.path().join("good.yaml");
     std::fs::write(&good, config("llama", 8000)).unwrap();
     let out = infergate()
         .arg("check")
@@ -169,7 +143,7 @@ fn check_prints_the_report_and_refuses_a_bad_config_naming_the_field() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("llama"), "{text}");
 
-    let bad = dir.join("bad.yaml");
+    let bad = dir.path().join("bad.yaml");
     std::fs::write(
         &bad,
         config("llama", 8000).replace(
@@ -187,7 +161,6 @@ fn check_prints_the_report_and_refuses_a_bad_config_naming_the_field() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.contains("spec.bbr.maxRequestBodyBytes"), "{err}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// CPU time (user + system) `pid` has used, from `/proc/PID/stat` (in clock ticks of 10 ms).
@@ -203,7 +176,10 @@ fn cpu_ticks(pid: u32) -> u64 {
 #[test]
 fn busy_poll_keeps_the_idle_gateway_polling_and_still_serves_and_drains() {
     let Setup {
-        _sim, dir, file, ..
+        _sim,
+        dir: _dir,
+        file,
+        ..
     } = setup("busy");
     // One gateway of each kind on one CPU (the current-thread runtime).
     let (mut busy, busy_port) = serve_on_one_cpu(&file, &["--busy-poll"]);
@@ -231,10 +207,9 @@ fn busy_poll_keeps_the_idle_gateway_polling_and_still_serves_and_drains() {
     );
 
     // The polling task does not hold the drain up.
-    let status = terminate(&mut busy);
+    let status = terminate(&mut busy, "serve");
     assert!(status.success(), "serve --busy-poll: {status}");
-    let _ = terminate(&mut plain);
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = terminate(&mut plain, "serve");
 }
 
 /// `infergate serve --config file flags…` confined to CPU 0 by `taskset` (util-linux), once
@@ -257,21 +232,4 @@ fn serve_on_one_cpu(file: &std::path::Path, flags: &[&str]) -> (std::process::Ch
         request(admin, "GET", "/readyz", "").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
     });
     (child, port)
-}
-
-/// Sends SIGTERM to `child` and waits for it to exit; panics if it is still running after 20 s.
-fn terminate(child: &mut std::process::Child) -> std::process::ExitStatus {
-    let term = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(term.success());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s;
-        }
-        assert!(Instant::now() < deadline, "serve did not stop on SIGTERM");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }

@@ -79,13 +79,8 @@ mod tests {
     use super::*;
     use hyper::header::HeaderValue;
     use infergate_auth::Verifier;
-    use infergate_config::gateway::{JwtProvider, LocalJwks};
-    use infergate_test_support::jwt::Key;
+    use infergate_test_support::jwt::{idp_claims, idp_provider, jwks, unix_now, Key};
     use serde_json::json;
-
-    fn jwks(keys: &[serde_json::Value]) -> String {
-        json!({ "keys": keys }).to_string()
-    }
 
     fn tenancy() -> ResolvedTenancy {
         infergate_config::gateway::load_from_str(
@@ -130,34 +125,6 @@ mod tests {
         assert_eq!(band(&h, &t), Band::Standard);
     }
 
-    fn claims() -> serde_json::Value {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs();
-        json!({"iss": "https://idp", "aud": "gw", "sub": "alice", "exp": now + 600})
-    }
-
-    fn provider() -> JwtProvider {
-        JwtProvider {
-            name: "idp".into(),
-            issuer: "https://idp".into(),
-            remote_jwks: None,
-            local_jwks: Some(LocalJwks {
-                file: "unused".into(),
-            }),
-            audiences: vec!["gw".into()],
-            required_claims: vec![],
-        }
-    }
-
-    fn unix_now() -> u64 {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs()
-    }
-
     fn tenancy_of(spec: &str) -> ResolvedTenancy {
         let yaml = format!(
             "apiVersion: infergate.dev/v1alpha1\nkind: InferenceGatewayConfig\nspec:\n  bbr: {{enabled: true}}\n  auth:\n    jwt:\n      provider: {{name: idp, issuer: 'https://idp', localJWKS: {{file: k.json}}, audiences: [gw]}}\n{spec}  schedulers:\n    - name: a\n      modelName: m\n      modelSelector: {{matchLabels: {{app: a}}}}\n"
@@ -173,10 +140,10 @@ mod tests {
     fn identity_comes_from_the_claims_the_tenancy_names() {
         let key = Key::ed25519();
         let keys = infergate_auth::KeySet::parse(jwks(&[key.jwk("k")]).as_bytes()).unwrap();
-        let mut c = claims();
+        let mut c = idp_claims();
         c["org"] = json!("team-a");
         c["tier"] = json!(-1);
-        let token = Verifier::new(&provider())
+        let token = Verifier::new(&idp_provider())
             .verify(&key.token("k", &c), &keys, unix_now())
             .unwrap();
         let mut headers = HeaderMap::new();

@@ -7,7 +7,7 @@
 #[allow(dead_code)] // shared with tests/server; not every helper is used here
 mod common;
 
-use common::{chat, fast_spec, Stream, TestServer};
+use common::{chat, fast_spec, Replica, Stream};
 use serde_json::json;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -43,7 +43,7 @@ fn latency(s: &Stream) -> Latency {
 async fn llama_8b_on_h100_streams_at_the_measured_anchor_in_real_time() {
     // The done criterion (KubeCon anchor at 1 req/s: TTFT 31 ms, ITL 7.2 ms). Wall-clock
     // measurements on a shared machine are noisy: generous bounds, one retry.
-    let server = TestServer::start(fast_spec(1.0)).await;
+    let server = Replica::start(fast_spec(1.0)).await;
     let body = chat(
         &prompt_of_204_tokens(),
         json!({"stream": true, "max_tokens": 64, "ignore_eos": true,
@@ -81,7 +81,7 @@ async fn a_larger_time_scale_runs_the_same_request_faster() {
     );
     let mut walls = Vec::new();
     for scale in [1.0, 10.0] {
-        let server = TestServer::start(fast_spec(scale)).await;
+        let server = Replica::start(fast_spec(scale)).await;
         let started = Instant::now();
         let (status, _) = server.post_json("/v1/chat/completions", &body).await;
         assert!(status.is_success());
@@ -94,7 +94,7 @@ async fn a_larger_time_scale_runs_the_same_request_faster() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slowdown_stretches_step_time() {
-    let server = TestServer::start(fast_spec(20.0)).await;
+    let server = Replica::start(fast_spec(20.0)).await;
     let body = chat("Go", json!({"max_tokens": 100, "ignore_eos": true}));
     let started = Instant::now();
     server.post_json("/v1/chat/completions", &body).await;

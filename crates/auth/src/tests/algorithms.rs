@@ -1,5 +1,7 @@
 //! Each accepted algorithm verifies with its key and fails with any change.
 
+use ring::rand::SystemRandom;
+use ring::signature::{self, EcdsaKeyPair, KeyPair};
 use serde_json::json;
 
 use super::*;
@@ -7,8 +9,8 @@ use crate::Refusal;
 
 #[test]
 fn rs256_es256_and_eddsa_tokens_verify_against_their_jwk() {
-    let (p256, ed) = (Signer::p256(), Signer::ed25519());
-    for s in [Signer::rsa(), &p256, &ed] {
+    let (p256, ed) = (Key::p256(), Key::ed25519());
+    for s in [Key::rsa(), &p256, &ed] {
         let keys = set(&[s.jwk("k1")]);
         let v = verifier().verify(&s.token("k1", &claims()), &keys, NOW);
         let v = v.unwrap_or_else(|e| panic!("{}: {e}", s.alg()));
@@ -18,8 +20,8 @@ fn rs256_es256_and_eddsa_tokens_verify_against_their_jwk() {
 
 #[test]
 fn a_changed_payload_or_signature_fails_for_every_algorithm() {
-    let (p256, ed) = (Signer::p256(), Signer::ed25519());
-    for s in [Signer::rsa(), &p256, &ed] {
+    let (p256, ed) = (Key::p256(), Key::ed25519());
+    for s in [Key::rsa(), &p256, &ed] {
         let keys = set(&[s.jwk("k1")]);
         let token = s.token("k1", &claims());
         let parts: Vec<&str> = token.split('.').collect();
@@ -49,13 +51,13 @@ fn a_changed_payload_or_signature_fails_for_every_algorithm() {
 
 #[test]
 fn a_token_signed_by_another_key_under_a_known_kid_fails() {
-    let keys = set(&[Signer::rsa().jwk("k1")]);
-    let token = Signer::rsa_other().token("k1", &claims());
+    let keys = set(&[Key::rsa().jwk("k1")]);
+    let token = Key::other_rsa().token("k1", &claims());
     assert_eq!(
         verifier().verify(&token, &keys, NOW).unwrap_err(),
         Refusal::BadSignature
     );
-    let (a, b) = (Signer::ed25519(), Signer::ed25519());
+    let (a, b) = (Key::ed25519(), Key::ed25519());
     let keys = set(&[a.jwk("a")]);
     assert_eq!(
         verifier()
@@ -67,15 +69,15 @@ fn a_token_signed_by_another_key_under_a_known_kid_fails() {
 
 #[test]
 fn the_kid_selects_among_several_keys() {
-    let (a, b, c) = (Signer::p256(), Signer::p256(), Signer::ed25519());
-    let keys = set(&[a.jwk("a"), b.jwk("b"), c.jwk("c"), Signer::rsa().jwk("r")]);
+    let (a, b, c) = (Key::p256(), Key::p256(), Key::ed25519());
+    let keys = set(&[a.jwk("a"), b.jwk("b"), c.jwk("c"), Key::rsa().jwk("r")]);
     for (s, kid) in [(&a, "a"), (&b, "b"), (&c, "c")] {
         assert!(verifier()
             .verify(&s.token(kid, &claims()), &keys, NOW)
             .is_ok());
     }
     assert!(verifier()
-        .verify(&Signer::rsa().token("r", &claims()), &keys, NOW)
+        .verify(&Key::rsa().token("r", &claims()), &keys, NOW)
         .is_ok());
     // b's token under a's kid is checked against a's key only.
     assert_eq!(
@@ -88,20 +90,20 @@ fn the_kid_selects_among_several_keys() {
 
 #[test]
 fn without_a_kid_every_key_that_fits_the_alg_is_tried() {
-    let (a, b) = (Signer::p256(), Signer::p256());
-    let keys = set(&[Signer::ed25519().jwk("e"), a.jwk("a"), b.jwk("b")]);
+    let (a, b) = (Key::p256(), Key::p256());
+    let keys = set(&[Key::ed25519().jwk("e"), a.jwk("a"), b.jwk("b")]);
     let header = json!({"alg": "ES256"});
     assert!(verifier()
         .verify(&b.token_with(&header, &claims()), &keys, NOW)
         .is_ok());
-    let stranger = Signer::p256();
+    let stranger = Key::p256();
     assert_eq!(
         verifier()
             .verify(&stranger.token_with(&header, &claims()), &keys, NOW)
             .unwrap_err(),
         Refusal::BadSignature
     );
-    let rsa_only = set(&[Signer::rsa().jwk("r")]);
+    let rsa_only = set(&[Key::rsa().jwk("r")]);
     assert_eq!(
         verifier()
             .verify(&a.token_with(&header, &claims()), &rsa_only, NOW)
@@ -136,7 +138,7 @@ fn a_der_encoded_ecdsa_signature_is_refused() {
 
 #[test]
 fn a_signed_payload_that_is_not_a_json_object_is_malformed() {
-    let s = Signer::ed25519();
+    let s = Key::ed25519();
     let keys = set(&[s.jwk("k")]);
     let header = b64(json!({"alg": "EdDSA", "kid": "k"}).to_string());
     for payload in ["[1,2]", "not json", "\"exp\""] {

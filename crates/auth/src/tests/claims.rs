@@ -9,7 +9,7 @@ use super::*;
 use crate::Refusal;
 
 fn check(v: &Verifier, claims: &Value) -> Result<(), Refusal> {
-    let s = Signer::ed25519();
+    let s = Key::ed25519();
     v.verify(&s.token("k", claims), &set(&[s.jwk("k")]), NOW)
         .map(|_| ())
 }
@@ -177,8 +177,8 @@ fn a_token_that_fails_a_401_check_is_never_reported_as_a_403() {
         Err(Refusal::Expired)
     );
     // Claims are read only after the signature holds.
-    let s = Signer::ed25519();
-    let forged = Signer::ed25519().token("k", &claims());
+    let s = Key::ed25519();
+    let forged = Key::ed25519().token("k", &claims());
     assert_eq!(
         v.verify(&forged, &set(&[s.jwk("k")]), NOW).unwrap_err(),
         Refusal::BadSignature
@@ -187,7 +187,7 @@ fn a_token_that_fails_a_401_check_is_never_reported_as_a_403() {
 
 #[test]
 fn tenant_and_band_come_from_the_named_claims() {
-    let s = Signer::ed25519();
+    let s = Key::ed25519();
     let keys = set(&[s.jwk("k")]);
     let mut c = claims();
     c["org"] = json!("team-a");

@@ -16,7 +16,7 @@ fn hs256(header: &Value, secret: &[u8]) -> String {
 
 #[test]
 fn alg_none_is_refused_with_or_without_a_signature() {
-    let s = Signer::ed25519();
+    let s = Key::ed25519();
     let keys = set(&[s.jwk("k")]);
     for alg in ["none", "None", "NONE"] {
         let input = format!(
@@ -38,8 +38,8 @@ fn alg_none_is_refused_with_or_without_a_signature() {
 fn hs256_keyed_with_the_public_key_is_refused() {
     // The classic confusion: a verifier that feeds its public key to HMAC accepts a MAC any
     // reader of the JWKS can compute. Every encoding of the public key is tried.
-    let (p256, ed) = (Signer::p256(), Signer::ed25519());
-    for s in [Signer::rsa(), &p256, &ed] {
+    let (p256, ed) = (Key::p256(), Key::ed25519());
+    for s in [Key::rsa(), &p256, &ed] {
         let jwk = s.jwk("k");
         let keys = set(std::slice::from_ref(&jwk));
         let mut secrets = vec![jwk.to_string().into_bytes()];
@@ -67,7 +67,7 @@ fn hs256_keyed_with_the_public_key_is_refused() {
 fn an_oct_key_in_the_set_is_never_used() {
     let secret = b"a shared secret of thirty-two by";
     let oct = json!({"kty": "oct", "kid": "sym", "k": b64(secret)});
-    let ed = Signer::ed25519();
+    let ed = Key::ed25519();
     let keys = set(&[oct, ed.jwk("e")]);
     assert_eq!(keys.keys().len(), 1);
     assert_eq!(keys.skipped()[0].kid.as_deref(), Some("sym"));
@@ -88,8 +88,8 @@ fn an_oct_key_in_the_set_is_never_used() {
 
 #[test]
 fn a_key_of_the_wrong_type_for_the_alg_is_refused() {
-    let (p256, ed) = (Signer::p256(), Signer::ed25519());
-    let rsa = Signer::rsa();
+    let (p256, ed) = (Key::p256(), Key::ed25519());
+    let rsa = Key::rsa();
     let keys = set(&[rsa.jwk("rsa"), p256.jwk("ec"), ed.jwk("ed")]);
     // Each signer's token under each other key's kid.
     for (s, own) in [(rsa, "rsa"), (&p256, "ec"), (&ed, "ed")] {
@@ -111,8 +111,8 @@ fn a_key_of_the_wrong_type_for_the_alg_is_refused() {
 
 #[test]
 fn a_token_whose_alg_differs_from_the_alg_its_jwk_states_is_refused() {
-    let rsa = Signer::rsa();
-    let ed = Signer::ed25519();
+    let rsa = Key::rsa();
+    let ed = Key::ed25519();
     // A key published for PS256 (or any other algorithm) never checks an RS256 token, even
     // though its type could.
     let mut ps = rsa.jwk("ps");
@@ -146,8 +146,8 @@ fn a_token_whose_alg_differs_from_the_alg_its_jwk_states_is_refused() {
 
 #[test]
 fn a_key_offered_in_the_header_is_ignored() {
-    let trusted = Signer::p256();
-    let attacker = Signer::p256();
+    let trusted = Key::p256();
+    let attacker = Key::p256();
     let keys = set(&[trusted.jwk("t")]);
     let embedded = json!({"alg": "ES256", "jwk": attacker.jwk("a"),
                           "jku": "http://attacker/jwks.json", "x5u": "http://attacker/c"});
@@ -169,7 +169,7 @@ fn a_key_offered_in_the_header_is_ignored() {
 
 #[test]
 fn an_unknown_kid_is_reported_as_such_so_the_caller_can_refresh() {
-    let s = Signer::ed25519();
+    let s = Key::ed25519();
     let keys = set(&[s.jwk("old")]);
     let r = verifier().verify(&s.token("new", &claims()), &keys, NOW);
     assert!(r.as_ref().unwrap_err().is_unknown_kid(), "{r:?}");
@@ -178,7 +178,7 @@ fn an_unknown_kid_is_reported_as_such_so_the_caller_can_refresh() {
 
 #[test]
 fn oversized_tokens_are_refused_whatever_they_hold() {
-    let s = Signer::ed25519();
+    let s = Key::ed25519();
     let keys = set(&[s.jwk("k")]);
     let big = claims_with("pad", json!("x".repeat(crate::MAX_TOKEN_BYTES)));
     assert_eq!(

@@ -7,8 +7,8 @@ use crate::{JwksError, MAX_KEYS};
 
 #[test]
 fn keys_that_cannot_check_an_accepted_algorithm_are_skipped_with_a_reason() {
-    let ed = Signer::ed25519();
-    let p = Signer::p256();
+    let ed = Key::ed25519();
+    let p = Key::p256();
     let short_rsa = json!({"kty": "RSA", "kid": "short", "n": b64([0xc5u8; 128]), "e": "AQAB"});
     let p384 = json!({"kty": "EC", "crv": "P-384", "kid": "p384",
                       "x": b64([1u8; 48]), "y": b64([2u8; 48])});
@@ -65,7 +65,7 @@ fn sets_without_a_usable_key_or_not_sets_at_all_are_errors() {
         KeySet::parse(br#"{"keys": [{"kty": "oct", "k": "c2VjcmV0"}]}"#),
         Err(JwksError::NoUsableKey(1))
     );
-    let ed = Signer::ed25519().jwk("k");
+    let ed = Key::ed25519().jwk("k");
     let many = json!({"keys": vec![ed; MAX_KEYS + 1]}).to_string();
     assert_eq!(
         KeySet::parse(many.as_bytes()),
@@ -75,7 +75,7 @@ fn sets_without_a_usable_key_or_not_sets_at_all_are_errors() {
 
 #[test]
 fn a_modulus_with_a_leading_zero_and_padded_members_still_verify() {
-    let rsa = Signer::rsa();
+    let rsa = Key::rsa();
     let mut jwk = rsa.jwk("k");
     let n = URL_SAFE_NO_PAD.decode(jwk["n"].as_str().unwrap()).unwrap();
     let mut padded_n = vec![0u8];

@@ -372,11 +372,7 @@ mod tests {
     #[tokio::test]
     async fn an_unreachable_redis_fails_fast_after_the_first_failure() {
         // A port nothing listens on: connection refused at once.
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = infergate_test_support::ports::free_port();
         let store =
             RedisStore::new(&format!("redis://127.0.0.1:{port}"), Duration::from_secs(1)).unwrap();
         let first = store.ping().await.unwrap_err();

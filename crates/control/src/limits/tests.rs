@@ -97,11 +97,7 @@ async fn a_request_larger_than_a_minute_of_tokens_is_told_so_without_retry_after
 
 #[tokio::test]
 async fn an_unreachable_redis_fails_open_or_closed_and_is_counted() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = infergate_test_support::ports::free_port();
     let base =
         format!("    store: redis://127.0.0.1:{port}\n    default: {{requestsPerSecond: 1}}\n");
     let open = limits(&base);

@@ -1,50 +1,19 @@
 //! JWT auth in front of the pools: 401/403 with their challenges, open admin routes, the token
 //! kept from the upstream, and reloads that change the policy but keep the keys.
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine;
 use hyper::{Method, StatusCode};
-use ring::rand::SystemRandom;
-use ring::signature::{Ed25519KeyPair, KeyPair};
+use infergate_test_support::jwt::{idp_claims, jwks, Key};
 use serde_json::{json, Value};
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use crate::common::*;
 
-fn b64(b: impl AsRef<[u8]>) -> String {
-    URL_SAFE_NO_PAD.encode(b)
-}
-
-struct Key(Ed25519KeyPair);
-
-impl Key {
-    fn new() -> Key {
-        let pkcs8 = Ed25519KeyPair::generate_pkcs8(&SystemRandom::new()).unwrap();
-        Key(Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).unwrap())
-    }
-
-    fn jwks(&self, kid: &str) -> String {
-        json!({"keys": [{"kty": "OKP", "crv": "Ed25519", "kid": kid, "x": b64(self.0.public_key())}]})
-            .to_string()
-    }
-
-    fn token(&self, kid: &str, claims: &Value) -> String {
-        let input = format!(
-            "{}.{}",
-            b64(json!({"alg": "EdDSA", "kid": kid}).to_string()),
-            b64(claims.to_string())
-        );
-        format!("{input}.{}", b64(self.0.sign(input.as_bytes())))
-    }
-}
-
+/// [`idp_claims`] of a member of `groups`.
 fn claims(groups: &[&str]) -> Value {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    json!({"iss": "https://idp", "aud": "gw", "sub": "alice", "groups": groups, "exp": now + 600})
+    let mut c = idp_claims();
+    c["groups"] = json!(groups);
+    c
 }
 
 fn auth_yaml(jwks: &std::path::Path, groups: &str) -> String {
@@ -54,12 +23,12 @@ fn auth_yaml(jwks: &std::path::Path, groups: &str) -> String {
     )
 }
 
-fn jwks_file(name: &str, key: &Key) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("infergate-gw-auth-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("jwks.json");
-    std::fs::write(&file, key.jwks("k1")).unwrap();
-    file
+/// A directory holding `key` as `k1` in `jwks.json`, and that file.
+fn jwks_file(name: &str, key: &Key) -> (TempDir, PathBuf) {
+    let dir = TempDir::new(&format!("gw-auth-{name}"));
+    let file = dir.path().join("jwks.json");
+    std::fs::write(&file, jwks(&[key.jwk("k1")])).unwrap();
+    (dir, file)
 }
 
 async fn upstream() -> Scripted {
@@ -89,8 +58,8 @@ async fn chat_as(gw: &TestGateway, token: Option<&str>) -> (StatusCode, hyper::H
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_v1_route_needs_a_valid_token_and_the_upstream_never_sees_it() {
-    let key = Key::new();
-    let file = jwks_file("routes", &key);
+    let key = Key::ed25519();
+    let (_dir, file) = jwks_file("routes", &key);
     let up = upstream().await;
     let yaml = config_yaml(
         &[PoolDef::new("p", "m", vec![up.addr])],
@@ -103,7 +72,7 @@ async fn every_v1_route_needs_a_valid_token_and_the_upstream_never_sees_it() {
     assert_eq!(h["www-authenticate"], "Bearer realm=\"idp\"");
     assert_eq!(v["error"]["code"], "missing_token");
 
-    let stranger = Key::new().token("k1", &claims(&["ml"]));
+    let stranger = Key::ed25519().token("k1", &claims(&["ml"]));
     let (s, h, v) = chat_as(&gw, Some(&stranger)).await;
     assert_eq!(s, StatusCode::UNAUTHORIZED, "{v}");
     assert!(
@@ -180,13 +149,12 @@ async fn every_v1_route_needs_a_valid_token_and_the_upstream_never_sees_it() {
         1.0
     );
     assert_eq!(metric_sum(&metrics, "infergate_jwks_keys"), 1.0);
-    let _ = std::fs::remove_dir_all(file.parent().unwrap());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_changes_the_policy_keeps_the_keys_and_can_turn_auth_off() {
-    let key = Key::new();
-    let file = jwks_file("reload", &key);
+    let key = Key::ed25519();
+    let (_dir, file) = jwks_file("reload", &key);
     let up = upstream().await;
     let pools = [PoolDef::new("p", "m", vec![up.addr])];
     let gw = TestGateway::ready(&config_yaml(&pools, &auth_yaml(&file, "ml"))).await;
@@ -217,5 +185,4 @@ async fn a_reload_changes_the_policy_keeps_the_keys_and_can_turn_auth_off() {
 
     gw.handle.reload(resolve(&config_yaml(&pools, ""))).unwrap();
     assert_eq!(chat_as(&gw, None).await.0, StatusCode::OK);
-    let _ = std::fs::remove_dir_all(file.parent().unwrap());
 }

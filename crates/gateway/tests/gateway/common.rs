@@ -1,5 +1,5 @@
-//! Replicas, scripted upstreams, a gateway, and a small HTTP client, all on loopback and every
-//! call bounded in time.
+//! Scripted upstreams, a gateway, and a small HTTP client, all on loopback and every call
+//! bounded in time; simulated replicas come from the test-support crate.
 
 #![allow(dead_code)]
 
@@ -19,9 +19,12 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use infergate_control::{PlaneHandle, ScrapeSettings};
-use infergate_engine::{EngineConfig, Profile};
 use infergate_gateway::{Gateway, GatewayOptions};
-use infergate_simserver::{serve, ReplicaSpec};
+pub use infergate_test_support::dir::TempDir;
+pub use infergate_test_support::http::metric_sum;
+pub use infergate_test_support::replicas::{
+    instant, instant_with_adapters, real_time, Replica, LLAMA,
+};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -29,80 +32,7 @@ use tokio::task::JoinHandle;
 use tokio::time::timeout;
 
 /// Every call gives up after this long, so a broken gateway fails a test instead of hanging it.
-pub const CALL_LIMIT: Duration = Duration::from_secs(20);
-
-/// The model the instant profile serves.
-pub const LLAMA: &str = "meta-llama/Llama-3.1-8B-Instruct";
-
-/// An instant-profile replica: every engine step takes a microsecond.
-pub fn instant() -> ReplicaSpec {
-    let mut s = ReplicaSpec::new(EngineConfig::new(Profile::instant()));
-    s.mean_output_tokens = 8.0;
-    s
-}
-
-/// An instant replica with LoRA slots and `adapters` loaded.
-pub fn instant_with_adapters(adapters: &[&str]) -> ReplicaSpec {
-    let mut s = instant();
-    s.engine.max_loras = 4;
-    s.engine.max_cpu_loras = 8;
-    s.lora_adapters = adapters.iter().map(|a| (*a).to_owned()).collect();
-    s
-}
-
-/// A Llama-3.1-8B replica on an H100 in real time: tokens take milliseconds, so a long answer
-/// streams for seconds.
-pub fn real_time() -> ReplicaSpec {
-    ReplicaSpec::new(EngineConfig::new(
-        Profile::lookup("llama-3.1-8b", "h100", 1).unwrap(),
-    ))
-}
-
-/// A replica serving on a loopback port until dropped.
-pub struct Replica {
-    pub addr: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-}
-
-impl Replica {
-    pub async fn start(spec: ReplicaSpec) -> Replica {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (stop, stopped) = oneshot::channel::<()>();
-        tokio::spawn(serve(spec, listener, async move {
-            let _ = stopped.await;
-        }));
-        Replica {
-            addr,
-            stop: Some(stop),
-        }
-    }
-
-    pub async fn set_faults(&self, faults: Value) {
-        let (status, body) = send(
-            self.addr,
-            Method::POST,
-            "/sim/faults",
-            Some(faults.to_string()),
-            &[],
-        )
-        .await;
-        assert_eq!(status, StatusCode::OK, "{body:?}");
-    }
-
-    pub async fn metrics(&self) -> String {
-        let (_, body) = send(self.addr, Method::GET, "/metrics", None, &[]).await;
-        String::from_utf8(body.to_vec()).unwrap()
-    }
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-    }
-}
+pub use infergate_test_support::client::CALL_LIMIT;
 
 /// A scripted upstream: `/metrics` answers `metrics`, every other path answers `chunks` one by
 /// one, `gap` apart, with `content_type`. With `held`, the chunks after the first wait until
@@ -259,6 +189,12 @@ pub fn config_yaml(pools: &[PoolDef], spec_extra: &str) -> String {
         y.push_str("    - address: 127.0.0.1:9\n      labels: {pool: nobody}\n");
     }
     y
+}
+
+/// A gateway config of one pool, `llama`, serving [`LLAMA`] from `replica`; `spec_extra` as in
+/// [`config_yaml`].
+pub fn llama_yaml(replica: SocketAddr, spec_extra: &str) -> String {
+    config_yaml(&[PoolDef::new("llama", LLAMA, vec![replica])], spec_extra)
 }
 
 pub fn resolve(yaml: &str) -> infergate_config::gateway::ResolvedGateway {
@@ -419,28 +355,15 @@ pub fn chat(model: &str, content: &str, extra: Value) -> Value {
     v
 }
 
-/// Waits (bounded) until `check` holds.
-pub async fn eventually<F, Fut>(what: &str, mut check: F)
+/// Waits (bounded by [`CALL_LIMIT`]) until `check` holds.
+pub async fn eventually<F, Fut>(what: &str, check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let deadline = tokio::time::Instant::now() + CALL_LIMIT;
-    while tokio::time::Instant::now() < deadline {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out waiting until {what}");
-}
-
-/// The value of an un-labelled-or-labelled sample line starting with `prefix`, summed.
-pub fn metric_sum(text: &str, prefix: &str) -> f64 {
-    text.lines()
-        .filter(|l| l.starts_with(prefix))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    let held =
+        infergate_test_support::wait::eventually(CALL_LIMIT, Duration::from_millis(20), check);
+    assert!(held.await, "timed out waiting until {what}");
 }
 
 /// The JSON error of a response.
@@ -460,10 +383,4 @@ pub fn by_endpoint(headers: &[HeaderMap]) -> BTreeMap<String, usize> {
         *m.entry(ep).or_insert(0) += 1;
     }
     m
-}
-
-/// A loopback address nothing listens on.
-pub async fn dead_address() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    l.local_addr().unwrap()
 }

@@ -102,11 +102,7 @@ async fn readyz_waits_for_every_endpoint_to_be_scraped_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_metrics_carry_every_family() {
     let r = Replica::start(instant()).await;
-    let gw = TestGateway::ready(&config_yaml(
-        &[PoolDef::new("llama", LLAMA, vec![r.addr])],
-        "",
-    ))
-    .await;
+    let gw = TestGateway::ready(&llama_yaml(r.addr, "")).await;
     let (s, _, _) = gw
         .post(
             "/v1/chat/completions",
@@ -152,7 +148,7 @@ async fn a_reload_under_load_swaps_pools_with_no_failed_request() {
     let mut q = instant();
     q.served_model_name = "qwen3-32b".into();
     let qwen = Replica::start(q).await;
-    let before = config_yaml(&[PoolDef::new("llama", LLAMA, vec![a.addr])], "");
+    let before = llama_yaml(a.addr, "");
     let gw = TestGateway::ready(&before).await;
     let addr = gw.addr;
     let load = tokio::spawn(async move {
@@ -208,11 +204,7 @@ async fn a_reload_under_load_swaps_pools_with_no_failed_request() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_drains_streams_in_flight_and_refuses_new_connections() {
     let r = Replica::start(real_time()).await;
-    let mut gw = TestGateway::ready(&config_yaml(
-        &[PoolDef::new("llama", LLAMA, vec![r.addr])],
-        "",
-    ))
-    .await;
+    let mut gw = TestGateway::ready(&llama_yaml(r.addr, "")).await;
     let addr = gw.addr;
     let stream = tokio::spawn(async move {
         send(

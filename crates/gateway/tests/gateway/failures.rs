@@ -113,11 +113,7 @@ async fn a_hung_upstream_gets_504_at_the_route_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_mid_stream_ends_the_stream_with_an_error_event_promptly() {
     let r = Replica::start(real_time()).await;
-    let gw = TestGateway::ready(&config_yaml(
-        &[PoolDef::new("llama", LLAMA, vec![r.addr])],
-        "",
-    ))
-    .await;
+    let gw = TestGateway::ready(&llama_yaml(r.addr, "")).await;
     let client: Client<HttpConnector, Full<Bytes>> =
         Client::builder(TokioExecutor::new()).build(HttpConnector::new());
     let body = chat(

@@ -108,11 +108,7 @@ async fn upstream_gets_routing_headers_and_never_the_clients_destination() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_model_bad_json_no_model_and_big_bodies_are_openai_errors() {
     let r = Replica::start(instant()).await;
-    let yaml = config_yaml(
-        &[PoolDef::new("llama", LLAMA, vec![r.addr])],
-        "  # small, to test the limit\n",
-    )
-    .replace(
+    let yaml = llama_yaml(r.addr, "  # small, to test the limit\n").replace(
         "bbr: {enabled: true}",
         "bbr: {enabled: true, maxRequestBodyBytes: 1000}",
     );
@@ -172,11 +168,7 @@ async fn unknown_model_bad_json_no_model_and_big_bodies_are_openai_errors() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn h2c_clients_are_served_on_the_same_port() {
     let r = Replica::start(instant()).await;
-    let gw = TestGateway::ready(&config_yaml(
-        &[PoolDef::new("llama", LLAMA, vec![r.addr])],
-        "",
-    ))
-    .await;
+    let gw = TestGateway::ready(&llama_yaml(r.addr, "")).await;
     let tcp = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
     let (mut sender, conn) = hyper::client::conn::http2::handshake(
         hyper_util::rt::TokioExecutor::new(),
@@ -281,11 +273,7 @@ async fn a_pool_with_forward_priority_sends_the_band_as_the_bodys_priority() {
     assert_eq!(s, StatusCode::OK, "{b}");
 
     // Off (the default), the client's own priority goes through as it was written.
-    let plain = TestGateway::ready(&config_yaml(
-        &[PoolDef::new("llama", LLAMA, vec![fcfs.addr])],
-        "",
-    ))
-    .await;
+    let plain = TestGateway::ready(&llama_yaml(fcfs.addr, "")).await;
     let (s, _, b) = plain
         .post_with(
             "/v1/chat/completions",

@@ -134,11 +134,7 @@ fn without_created(bytes: &[u8]) -> String {
 async fn a_streamed_chat_through_the_gateway_is_what_the_replica_sends_directly() {
     let behind = Replica::start(instant()).await;
     let direct = Replica::start(instant()).await;
-    let gw = TestGateway::ready(&config_yaml(
-        &[PoolDef::new("llama", LLAMA, vec![behind.addr])],
-        "",
-    ))
-    .await;
+    let gw = TestGateway::ready(&llama_yaml(behind.addr, "")).await;
     let body = chat(
         LLAMA,
         "Tell me about KV caches.",

@@ -54,9 +54,8 @@ async fn https_chat(gw: &TestGateway, cert: CertificateDer<'static>) -> (StatusC
 async fn tls_from_cert_and_key_files_serves_https() {
     let r = Replica::start(instant()).await;
     let made = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
-    let dir = std::env::temp_dir().join(format!("infergate-tls-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let dir = TempDir::new("tls");
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
     std::fs::write(&cert, made.cert.pem()).unwrap();
     std::fs::write(&key, made.signing_key.serialize_pem()).unwrap();
     let extra = format!(
@@ -64,11 +63,7 @@ async fn tls_from_cert_and_key_files_serves_https() {
         cert.display(),
         key.display()
     );
-    let gw = TestGateway::ready(&config_yaml(
-        &[PoolDef::new("llama", LLAMA, vec![r.addr])],
-        &extra,
-    ))
-    .await;
+    let gw = TestGateway::ready(&llama_yaml(r.addr, &extra)).await;
     let tls = gw.tls.clone().expect("serving TLS");
     assert!(!tls.self_signed);
     assert_eq!(
@@ -82,7 +77,6 @@ async fn tls_from_cert_and_key_files_serves_https() {
         .await
         .unwrap();
     assert!(!plain.starts_with("HTTP/1.1 200"), "{plain}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 async fn send_plain_probe(addr: std::net::SocketAddr) -> String {
@@ -99,11 +93,7 @@ async fn send_plain_probe(addr: std::net::SocketAddr) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_empty_tls_block_serves_a_self_signed_certificate_with_its_fingerprint() {
     let r = Replica::start(instant()).await;
-    let gw = TestGateway::ready(&config_yaml(
-        &[PoolDef::new("llama", LLAMA, vec![r.addr])],
-        "  tls: {}\n",
-    ))
-    .await;
+    let gw = TestGateway::ready(&llama_yaml(r.addr, "  tls: {}\n")).await;
     let tls = gw.tls.clone().expect("serving TLS");
     assert!(tls.self_signed);
     assert_eq!(

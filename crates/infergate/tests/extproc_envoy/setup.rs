@@ -2,38 +2,11 @@
 //! test, and `infergate sim` replicas.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::process::Stdio;
 
-use crate::common::{get, infergate, start_on_free_ports, Running};
+use crate::common::{get, infergate, instant_replica, start_on_free_ports, Running};
 use crate::envoy::{Envoy, Pool, Spec};
-
-/// A directory removed when dropped.
-pub struct TempDir(PathBuf);
-
-impl TempDir {
-    pub fn new(what: &str) -> TempDir {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "infergate-extproc-test-{}-{what}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+pub use infergate_test_support::dir::TempDir;
 
 /// A pool of a test config.
 pub struct PoolDef<'a> {
@@ -127,29 +100,29 @@ impl Picker {
     }
 }
 
-/// An `infergate sim` replica of the `instant` profile serving `model`, once healthy; started
-/// again on a fresh port if it exits first ([`start_on_free_ports`]).
+/// An `infergate sim` replica of the `instant` profile serving `model`, once healthy
+/// ([`instant_replica`]): its address and the process.
 pub fn sim(model: &str) -> (SocketAddr, Running) {
-    let spawn = |[port]: [u16; 1]| -> Child {
-        infergate()
-            .args([
-                "sim",
-                "--model",
-                "instant",
-                "--served-model-name",
-                model,
-                "--port",
-            ])
-            .arg(port.to_string())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap()
-    };
-    let healthy =
-        |[port]: [u16; 1]| get(port, "/health").is_some_and(|r| r.starts_with("HTTP/1.1 200"));
-    let (running, [port]) = start_on_free_ports("a sim replica", spawn, healthy);
+    let (running, port) = instant_replica(model);
     (SocketAddr::from(([127, 0, 0, 1], port)), running)
+}
+
+/// `infergate extproc` ([`Picker::start`]) over one pool `llama` on `endpoints`,
+/// `scheduler_extra` added to its scheduler, `spec_extra` under `spec:`.
+pub fn one_pool_picker(
+    endpoints: &[SocketAddr],
+    scheduler_extra: &str,
+    spec_extra: &str,
+) -> Picker {
+    Picker::start(&gateway_config(
+        &[PoolDef {
+            name: "llama",
+            model: "llama",
+            endpoints: endpoints.to_vec(),
+            extra: scheduler_extra,
+        }],
+        spec_extra,
+    ))
 }
 
 /// One pool `llama` over `endpoints` (`scheduler_extra` added to its scheduler, `spec_extra`
@@ -159,27 +132,17 @@ pub fn one_pool(
     scheduler_extra: &str,
     spec_extra: &str,
 ) -> (Picker, Envoy) {
-    let picker = Picker::start(&gateway_config(
-        &[PoolDef {
-            name: "llama",
-            model: "llama",
+    let picker = one_pool_picker(endpoints, scheduler_extra, spec_extra);
+    let envoy = Spec {
+        pools: vec![Pool {
+            cluster: "llama",
+            base_model: None,
             endpoints: endpoints.to_vec(),
-            extra: scheduler_extra,
         }],
-        spec_extra,
-    ));
-    let envoy = Envoy::start(
-        &Spec {
-            pools: vec![Pool {
-                cluster: "llama",
-                base_model: None,
-                endpoints: endpoints.to_vec(),
-            }],
-            ext_proc: picker.port,
-            fail_open: false,
-            tls: false,
-        },
-        true,
-    );
+        ext_proc: picker.port,
+        fail_open: false,
+        tls: false,
+    }
+    .start(true);
     (picker, envoy)
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::client::{chat, post, request, Reply};
-use crate::common::jwt::{auth_spec, claims, Key, MIN_GAP};
+use crate::common::jwt::{self, auth_spec, claims, Key, MIN_GAP};
 use crate::common::{metric, redis_server_on_free_port, redis_token_bucket, wait_for};
 use crate::envoy::{Envoy, Pool, Spec};
 use crate::setup::{gateway_config, one_pool, Picker, PoolDef, TempDir};
@@ -34,7 +34,7 @@ fn jwt_auth_through_envoy_refuses_401_and_403_serves_valid_tokens_and_takes_a_ro
     let keys = TempDir::new("jwks");
     let jwks = keys.path().join("jwks.json");
     let publish = |ks: &[serde_json::Value]| {
-        std::fs::write(&jwks, json!({ "keys": ks }).to_string()).unwrap();
+        std::fs::write(&jwks, jwt::jwks(ks)).unwrap();
     };
     publish(&[k1.jwk("k1")]);
     let replica = Replica::start("a");
@@ -260,26 +260,24 @@ fn canary(stable: &Replica, canary: &Replica) -> (Picker, Envoy) {
       stickiness: {header: x-session-id}
 ",
     ));
-    let envoy = Envoy::start(
-        &Spec {
-            pools: vec![
-                Pool {
-                    cluster: "stable",
-                    base_model: Some("llama-stable"),
-                    endpoints: vec![stable.addr],
-                },
-                Pool {
-                    cluster: "canary",
-                    base_model: Some("llama-canary"),
-                    endpoints: vec![canary.addr],
-                },
-            ],
-            ext_proc: picker.port,
-            fail_open: false,
-            tls: false,
-        },
-        true,
-    );
+    let envoy = Spec {
+        pools: vec![
+            Pool {
+                cluster: "stable",
+                base_model: Some("llama-stable"),
+                endpoints: vec![stable.addr],
+            },
+            Pool {
+                cluster: "canary",
+                base_model: Some("llama-canary"),
+                endpoints: vec![canary.addr],
+            },
+        ],
+        ext_proc: picker.port,
+        fail_open: false,
+        tls: false,
+    }
+    .start(true);
     (picker, envoy)
 }
 

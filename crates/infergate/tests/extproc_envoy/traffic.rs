@@ -2,7 +2,7 @@
 //! headers, and each model to its own pool's cluster.
 
 use crate::client::{chat, post, post_releasing};
-use crate::envoy::{Envoy, Pool, Spec};
+use crate::envoy::{Pool, Spec};
 use crate::setup::{gateway_config, one_pool, Picker, PoolDef};
 use crate::upstream::{sse_events, Replica, SSE_EVENTS};
 
@@ -171,26 +171,24 @@ fn body_based_routing_sends_each_model_to_its_pools_cluster() {
         ],
         "",
     ));
-    let envoy = Envoy::start(
-        &Spec {
-            pools: vec![
-                Pool {
-                    cluster: "llama",
-                    base_model: Some("llama"),
-                    endpoints: vec![l1.addr, l2.addr],
-                },
-                Pool {
-                    cluster: "mistral",
-                    base_model: Some("mistral"),
-                    endpoints: vec![m1.addr],
-                },
-            ],
-            ext_proc: picker.port,
-            fail_open: false,
-            tls: false,
-        },
-        true,
-    );
+    let envoy = Spec {
+        pools: vec![
+            Pool {
+                cluster: "llama",
+                base_model: Some("llama"),
+                endpoints: vec![l1.addr, l2.addr],
+            },
+            Pool {
+                cluster: "mistral",
+                base_model: Some("mistral"),
+                endpoints: vec![m1.addr],
+            },
+        ],
+        ext_proc: picker.port,
+        fail_open: false,
+        tls: false,
+    }
+    .start(true);
     for (model, base, replicas) in [
         ("llama", "llama", &["l1", "l2"][..]),
         ("mistral", "mistral", &["m1"][..]),

@@ -1,12 +1,12 @@
 //! The OpenAI API: SSE framing, usage, prefix-cache hits, ignore_eos, non-streaming shapes.
 
-use crate::common::{chat, fast_spec, TestServer};
+use crate::common::{chat, fast_spec, Replica};
 use hyper::StatusCode;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streaming_chat_has_openai_sse_framing_and_ends_with_done() {
-    let server = TestServer::start(fast_spec(100.0)).await;
+    let server = Replica::start(fast_spec(100.0)).await;
     let body = chat(
         "Hello there",
         json!({"stream": true, "max_tokens": 8, "ignore_eos": true}),
@@ -56,7 +56,7 @@ async fn streaming_chat_has_openai_sse_framing_and_ends_with_done() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn include_usage_adds_a_final_usage_chunk_with_empty_choices() {
-    let server = TestServer::start(fast_spec(100.0)).await;
+    let server = Replica::start(fast_spec(100.0)).await;
     let body = chat(
         "Count to five",
         json!({"stream": true, "stream_options": {"include_usage": true}, "max_tokens": 5, "ignore_eos": true}),
@@ -76,7 +76,7 @@ async fn include_usage_adds_a_final_usage_chunk_with_empty_choices() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_repeated_prompt_is_served_from_the_prefix_cache() {
-    let server = TestServer::start(fast_spec(100.0)).await;
+    let server = Replica::start(fast_spec(100.0)).await;
     let prompt = "The quick brown fox jumps over the lazy dog. ".repeat(40);
     let body = chat(&prompt, json!({"max_tokens": 4, "ignore_eos": true}));
     let (status, first) = server.post_json("/v1/chat/completions", &body).await;
@@ -98,7 +98,7 @@ async fn a_repeated_prompt_is_served_from_the_prefix_cache() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ignore_eos_gives_exactly_max_tokens() {
-    let server = TestServer::start(fast_spec(200.0)).await;
+    let server = Replica::start(fast_spec(200.0)).await;
     for (max_tokens, field) in [
         (1, "max_tokens"),
         (37, "max_tokens"),
@@ -125,7 +125,7 @@ async fn ignore_eos_gives_exactly_max_tokens() {
 async fn without_ignore_eos_lengths_vary_and_respect_max_tokens() {
     let mut spec = fast_spec(500.0);
     spec.mean_output_tokens = 8.0;
-    let server = TestServer::start(spec).await;
+    let server = Replica::start(spec).await;
     let mut lengths = Vec::new();
     for i in 0..12 {
         let (_, v) = server
@@ -153,7 +153,7 @@ async fn without_ignore_eos_lengths_vary_and_respect_max_tokens() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn non_streaming_chat_and_completion_have_the_vllm_shape() {
-    let server = TestServer::start(fast_spec(200.0)).await;
+    let server = Replica::start(fast_spec(200.0)).await;
     let (status, v) = server
         .post_json(
             "/v1/chat/completions",
@@ -185,7 +185,7 @@ async fn non_streaming_chat_and_completion_have_the_vllm_shape() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streaming_completions_use_text_completion_chunks() {
-    let server = TestServer::start(fast_spec(200.0)).await;
+    let server = Replica::start(fast_spec(200.0)).await;
     let body = json!({"prompt": [1, 2, 3, 4, 5], "max_tokens": 3, "ignore_eos": true, "stream": true,
                       "stream_options": {"include_usage": true}});
     let s = server.stream("/v1/completions", &body).await;
@@ -202,7 +202,7 @@ async fn streaming_completions_use_text_completion_chunks() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_leaves_mid_stream_aborts_its_request() {
-    let server = TestServer::start(fast_spec(1.0)).await;
+    let server = Replica::start(fast_spec(1.0)).await;
     let addr = server.addr;
     let body = chat(
         "Write a long story",
@@ -229,7 +229,7 @@ async fn a_client_that_leaves_mid_stream_aborts_its_request() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_and_version_answer() {
-    let server = TestServer::start(fast_spec(1.0)).await;
+    let server = Replica::start(fast_spec(1.0)).await;
     let (status, body) = server.get("/health").await;
     assert_eq!((status, body.len()), (StatusCode::OK, 0));
     let (status, _) = server.get("/version").await;

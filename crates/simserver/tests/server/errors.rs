@@ -1,6 +1,6 @@
 //! Every refusal is vLLM-shaped JSON with the right status.
 
-use crate::common::{chat, fast_spec, TestServer};
+use crate::common::{chat, fast_spec, Replica};
 use hyper::StatusCode;
 use serde_json::{json, Value};
 
@@ -16,7 +16,7 @@ fn assert_error(status: StatusCode, body: &[u8], want: StatusCode, kind: &str) -
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_and_mistyped_bodies_get_400() {
-    let server = TestServer::start(fast_spec(100.0)).await;
+    let server = Replica::start(fast_spec(100.0)).await;
     let cases: &[(&str, &str, &str)] = &[
         ("/v1/chat/completions", "{", "malformed JSON"),
         ("/v1/chat/completions", "", "malformed JSON"),
@@ -78,7 +78,7 @@ async fn malformed_and_mistyped_bodies_get_400() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_model_gets_404() {
-    let server = TestServer::start(fast_spec(100.0)).await;
+    let server = Replica::start(fast_spec(100.0)).await;
     let mut body = chat("hi", json!({}));
     body["model"] = json!("gpt-4o");
     let (status, bytes) = server.post("/v1/chat/completions", &body.to_string()).await;
@@ -90,7 +90,7 @@ async fn an_unknown_model_gets_404() {
 async fn prompts_over_max_model_len_get_vllms_400() {
     let mut spec = fast_spec(100.0);
     spec.engine.max_model_len = 1024;
-    let server = TestServer::start(spec).await;
+    let server = Replica::start(spec).await;
     // 1,000 prompt tokens + 100 asked > 1,024.
     let body = json!({"prompt": "abcd".repeat(1000), "max_tokens": 100});
     let (status, bytes) = server.post("/v1/completions", &body.to_string()).await;
@@ -119,7 +119,7 @@ async fn prompts_over_max_model_len_get_vllms_400() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_paths_and_methods_get_fastapi_answers() {
-    let server = TestServer::start(fast_spec(100.0)).await;
+    let server = Replica::start(fast_spec(100.0)).await;
     let (status, body) = server.get("/v2/nothing").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(&body[..], br#"{"detail":"Not Found"}"#);
@@ -130,7 +130,7 @@ async fn unknown_paths_and_methods_get_fastapi_answers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_priority_needs_the_priority_policy_as_in_vllm() {
     let extra = json!({"priority": 2, "max_tokens": 4});
-    let fcfs = TestServer::start(fast_spec(100.0)).await;
+    let fcfs = Replica::start(fast_spec(100.0)).await;
     let (status, body) = fcfs
         .post(
             "/v1/chat/completions",
@@ -161,7 +161,7 @@ async fn a_priority_needs_the_priority_policy_as_in_vllm() {
 
     let mut spec = fast_spec(100.0);
     spec.engine.scheduling_policy = infergate_engine::SchedulingPolicy::Priority;
-    let priority = TestServer::start(spec).await;
+    let priority = Replica::start(spec).await;
     let (status, v) = priority
         .post_json("/v1/chat/completions", &chat("Hi", extra))
         .await;

@@ -1,6 +1,6 @@
 //! Each fault, set at start or through `/sim/faults`.
 
-use crate::common::{chat, eventually, fast_spec, sample, send, TestServer};
+use crate::common::{chat, eventually, fast_spec, sample, send, Replica};
 use hyper::{Method, StatusCode};
 use infergate_simserver::{Faults, MetricsFault, Restart};
 use serde_json::{json, Value};
@@ -13,7 +13,7 @@ fn short() -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn faults_are_read_and_set_at_run_time() {
-    let server = TestServer::start(fast_spec(100.0)).await;
+    let server = Replica::start(fast_spec(100.0)).await;
     let (status, body) = server.get("/sim/faults").await;
     assert_eq!(status, StatusCode::OK);
     let current: Faults = serde_json::from_slice(&body).unwrap();
@@ -41,7 +41,7 @@ async fn faults_are_read_and_set_at_run_time() {
 async fn injected_errors_come_with_their_status_and_openai_bodies() {
     let mut spec = fast_spec(200.0);
     spec.faults.error_rates.insert(503, 1.0);
-    let server = TestServer::start(spec).await;
+    let server = Replica::start(spec).await;
     let (status, v) = server.post_json("/v1/chat/completions", &short()).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(v["error"]["code"], 503);
@@ -79,7 +79,7 @@ async fn injected_errors_come_with_their_status_and_openai_bodies() {
 async fn a_crash_after_n_requests_resets_connections_and_closes_the_port() {
     let mut spec = fast_spec(100.0);
     spec.faults.crash_after_requests = Some(2);
-    let server = TestServer::start(spec).await;
+    let server = Replica::start(spec).await;
     for _ in 0..2 {
         let (status, _) = server.post_json("/v1/chat/completions", &short()).await;
         assert_eq!(status, StatusCode::OK);
@@ -114,7 +114,7 @@ async fn a_crash_at_a_time_then_a_restart_with_a_cold_cache() {
         down_secs: DOWN_SECS,
         startup_secs: STARTUP_SECS,
     });
-    let server = TestServer::start(spec).await;
+    let server = Replica::start(spec).await;
     let long = chat(
         &"Same prefix every time. ".repeat(20),
         json!({"max_tokens": 2, "ignore_eos": true}),
@@ -175,7 +175,7 @@ async fn a_crash_at_a_time_then_a_restart_with_a_cold_cache() {
 async fn a_hung_replica_accepts_and_never_answers() {
     let mut spec = fast_spec(100.0);
     spec.faults.hang = true;
-    let server = TestServer::start(spec).await;
+    let server = Replica::start(spec).await;
     let call = send(
         server.addr,
         Method::POST,
@@ -190,7 +190,7 @@ async fn a_hung_replica_accepts_and_never_answers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stale_metrics_keep_the_figures_of_when_the_fault_began() {
-    let server = TestServer::start(fast_spec(200.0)).await;
+    let server = Replica::start(fast_spec(200.0)).await;
     server.post_json("/v1/chat/completions", &short()).await;
     let series = "vllm:generation_tokens_total{engine=\"0\",model_name=\"meta-llama/Llama-3.1-8B-Instruct\"}";
     assert_eq!(sample(&server.metrics().await, series), Some(2.0));
@@ -207,7 +207,7 @@ async fn stale_metrics_keep_the_figures_of_when_the_fault_began() {
 async fn hanging_metrics_never_answer() {
     let mut spec = fast_spec(100.0);
     spec.faults.metrics = MetricsFault::Hang;
-    let server = TestServer::start(spec).await;
+    let server = Replica::start(spec).await;
     let call = send(server.addr, Method::GET, "/metrics", None);
     assert!(timeout(Duration::from_millis(300), call).await.is_err());
     let (status, _) = server.post_json("/v1/chat/completions", &short()).await;

@@ -1,7 +1,7 @@
 //! Arbitrary bytes as request bodies over HTTP: never a panic or a dropped connection, always a
 //! JSON error or a success.
 
-use crate::common::{fast_spec, send, TestServer};
+use crate::common::{fast_spec, send, Replica};
 use hyper::Method;
 use infergate_simserver::{parse_request, Endpoint};
 use proptest::prelude::*;
@@ -58,7 +58,7 @@ fn arbitrary_bodies_get_json_errors_or_answers() {
         .enable_all()
         .build()
         .unwrap();
-    let server = runtime.block_on(TestServer::start(fast_spec(1000.0)));
+    let server = runtime.block_on(Replica::start(fast_spec(1000.0)));
     let addr = server.addr;
     let config = ProptestConfig {
         cases: 128,

@@ -1,6 +1,6 @@
 //! vLLM's dynamic LoRA API, `/v1/models`, and adapters waiting for a slot.
 
-use crate::common::{chat, eventually, fast_spec, stream, TestServer};
+use crate::common::{chat, eventually, fast_spec, stream, Replica};
 use hyper::StatusCode;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -13,7 +13,7 @@ fn lora_spec(scale: f64) -> infergate_simserver::ReplicaSpec {
     spec
 }
 
-async fn models(server: &TestServer) -> Vec<Value> {
+async fn models(server: &Replica) -> Vec<Value> {
     let (status, body) = server.get("/v1/models").await;
     assert_eq!(status, StatusCode::OK);
     let v: Value = serde_json::from_slice(&body).unwrap();
@@ -23,7 +23,7 @@ async fn models(server: &TestServer) -> Vec<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn adapters_load_unload_and_show_in_models() {
-    let server = TestServer::start(lora_spec(100.0)).await;
+    let server = Replica::start(lora_spec(100.0)).await;
     let data = models(&server).await;
     assert_eq!(data.len(), 2);
     assert_eq!(data[0]["id"], "meta-llama/Llama-3.1-8B-Instruct");
@@ -107,7 +107,7 @@ async fn adapters_load_unload_and_show_in_models() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loading_needs_lora_enabled() {
-    let server = TestServer::start(fast_spec(100.0)).await;
+    let server = Replica::start(fast_spec(100.0)).await;
     let (status, v) = server
         .post_json(
             "/v1/load_lora_adapter",
@@ -123,7 +123,7 @@ async fn loading_needs_lora_enabled() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_for_a_second_adapter_waits_while_the_only_slot_is_busy() {
-    let server = TestServer::start(lora_spec(2.0)).await;
+    let server = Replica::start(lora_spec(2.0)).await;
     let (status, _) = server
         .post(
             "/v1/load_lora_adapter",

@@ -1,6 +1,6 @@
 //! `/metrics` speaks vLLM V1 (or SGLang) exactly: families, types, labels, buckets.
 
-use crate::common::{chat, fast_spec, sample, TestServer};
+use crate::common::{chat, fast_spec, sample, Replica};
 use infergate_simserver::Dialect;
 use serde_json::json;
 
@@ -18,7 +18,7 @@ fn type_of<'a>(text: &'a str, family: &str) -> Option<&'a str> {
 async fn vllm_families_have_their_types_labels_and_buckets() {
     let mut spec = fast_spec(200.0);
     spec.engine.max_loras = 2;
-    let server = TestServer::start(spec).await;
+    let server = Replica::start(spec).await;
     for _ in 0..2 {
         let body = chat(
             &"Tell me about caches. ".repeat(10),
@@ -96,7 +96,7 @@ async fn vllm_families_have_their_types_labels_and_buckets() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_lora_there_is_no_lora_family() {
-    let server = TestServer::start(fast_spec(10.0)).await;
+    let server = Replica::start(fast_spec(10.0)).await;
     let text = server.metrics().await;
     assert!(!text.contains("vllm:lora_requests_info"));
     assert!(text.contains("# TYPE vllm:kv_cache_usage_perc gauge"));
@@ -106,7 +106,7 @@ async fn without_lora_there_is_no_lora_family() {
 async fn the_sglang_dialect_uses_sglang_names() {
     let mut spec = fast_spec(200.0);
     spec.dialect = Dialect::Sglang;
-    let server = TestServer::start(spec).await;
+    let server = Replica::start(spec).await;
     let body = chat(
         &"Cache me. ".repeat(30),
         json!({"max_tokens": 4, "ignore_eos": true}),

@@ -13,22 +13,19 @@ async fn a_jwks_file_that_cannot_be_used_fails_start_up_naming_the_field() {
         err.starts_with("spec.auth.jwt.provider.localJWKS.file: reading /nonexistent/jwks.json"),
         "{err}"
     );
-    let dir = std::env::temp_dir().join(format!("infergate-auth-bad-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("jwks.json");
+    let dir = TempDir::new("auth-bad");
+    let file = dir.path().join("jwks.json");
     std::fs::write(&file, r#"{"keys": [{"kty": "oct", "k": "c2VjcmV0"}]}"#).unwrap();
     let err = KeyStore::start(KeySource::File(file), fast(Duration::ZERO), metrics, None)
         .unwrap_err()
         .to_string();
     assert!(err.contains("no usable signing key"), "{err}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test]
 async fn a_key_rotated_into_the_file_is_accepted_without_a_restart() {
-    let dir = std::env::temp_dir().join(format!("infergate-auth-file-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("jwks.json");
+    let dir = TempDir::new("auth-file");
+    let file = dir.path().join("jwks.json");
     let (old, new) = (Key::ed25519(), Key::ed25519());
     std::fs::write(&file, jwks(&[old.jwk("old")])).unwrap();
     let metrics = Arc::new(Metrics::new());
@@ -41,16 +38,16 @@ async fn a_key_rotated_into_the_file_is_accepted_without_a_restart() {
     .unwrap();
     let auth = auth(store, &metrics);
     assert!(auth
-        .verify(&bearer(&old.token("old", &claims())))
+        .verify(&bearer(&old.token("old", &idp_claims())))
         .await
         .is_ok());
 
     std::fs::write(&file, jwks(&[new.jwk("new")])).unwrap();
-    let v = auth.verify(&bearer(&new.token("new", &claims()))).await;
+    let v = auth.verify(&bearer(&new.token("new", &idp_claims()))).await;
     assert!(v.is_ok(), "{v:?}");
     // The old key left the set, so its tokens are refused now.
     let e = auth
-        .verify(&bearer(&old.token("old", &claims())))
+        .verify(&bearer(&old.token("old", &idp_claims())))
         .await
         .unwrap_err();
     assert_eq!(e.status(), StatusCode::UNAUTHORIZED);
@@ -60,7 +57,6 @@ async fn a_key_rotated_into_the_file_is_accepted_without_a_restart() {
         "start, then one load per unknown kid"
     );
     assert_eq!(metrics.jwks_keys.get(), 1);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test]
@@ -68,20 +64,13 @@ async fn a_flood_of_unknown_kids_starts_at_most_one_fetch_per_gap() {
     let key = Key::ed25519();
     let issuer = Issuer::start(jwks(&[key.jwk("k")]), Duration::ZERO).await;
     let metrics = Arc::new(Metrics::new());
-    let store = KeyStore::start(
-        issuer.uri(),
-        fast(Duration::from_secs(3600)),
-        Arc::clone(&metrics),
-        None,
-    )
-    .unwrap();
-    assert!(store.wait_loaded(Duration::from_secs(5)).await);
+    let store = loaded(issuer.uri(), fast(Duration::from_secs(3600)), &metrics).await;
     let auth = Arc::new(auth(store, &metrics));
     let mut tasks = Vec::new();
     for i in 0..50 {
         let (auth, token) = (
             Arc::clone(&auth),
-            key.token(&format!("made-up-{i}"), &claims()),
+            key.token(&format!("made-up-{i}"), &idp_claims()),
         );
         tasks.push(tokio::spawn(async move {
             auth.verify(&bearer(&token)).await.unwrap_err()
@@ -94,7 +83,7 @@ async fn a_flood_of_unknown_kids_starts_at_most_one_fetch_per_gap() {
     }
     assert_eq!(issuer.hits(), 1, "only the start-up fetch");
     assert!(auth
-        .verify(&bearer(&key.token("k", &claims())))
+        .verify(&bearer(&key.token("k", &idp_claims())))
         .await
         .is_ok());
 }
@@ -104,19 +93,12 @@ async fn requests_that_meet_an_unknown_kid_together_share_one_fetch() {
     let (old, new) = (Key::ed25519(), Key::ed25519());
     let issuer = Issuer::start(jwks(&[old.jwk("old")]), Duration::from_millis(300)).await;
     let metrics = Arc::new(Metrics::new());
-    let store = KeyStore::start(
-        issuer.uri(),
-        fast(Duration::ZERO),
-        Arc::clone(&metrics),
-        None,
-    )
-    .unwrap();
-    assert!(store.wait_loaded(Duration::from_secs(5)).await);
+    let store = loaded(issuer.uri(), fast(Duration::ZERO), &metrics).await;
     issuer.serve(StatusCode::OK, jwks(&[old.jwk("old"), new.jwk("new")]));
     let auth = Arc::new(auth(store, &metrics));
     let mut tasks = Vec::new();
     for _ in 0..20 {
-        let (auth, token) = (Arc::clone(&auth), new.token("new", &claims()));
+        let (auth, token) = (Arc::clone(&auth), new.token("new", &idp_claims()));
         tasks.push(tokio::spawn(
             async move { auth.verify(&bearer(&token)).await },
         ));
@@ -136,14 +118,7 @@ async fn a_failed_fetch_keeps_the_last_good_keys_and_is_counted() {
     let key = Key::ed25519();
     let issuer = Issuer::start(jwks(&[key.jwk("k")]), Duration::ZERO).await;
     let metrics = Arc::new(Metrics::new());
-    let store = KeyStore::start(
-        issuer.uri(),
-        fast(Duration::ZERO),
-        Arc::clone(&metrics),
-        None,
-    )
-    .unwrap();
-    assert!(store.wait_loaded(Duration::from_secs(5)).await);
+    let store = loaded(issuer.uri(), fast(Duration::ZERO), &metrics).await;
     let auth = auth(store, &metrics);
     for (status, body) in [
         (StatusCode::INTERNAL_SERVER_ERROR, jwks(&[])),
@@ -153,12 +128,12 @@ async fn a_failed_fetch_keeps_the_last_good_keys_and_is_counted() {
         issuer.serve(status, body);
         // An unknown kid makes the store refetch; the fetch fails.
         let e = auth
-            .verify(&bearer(&key.token("other", &claims())))
+            .verify(&bearer(&key.token("other", &idp_claims())))
             .await
             .unwrap_err();
         assert_eq!(e.status(), StatusCode::UNAUTHORIZED);
         assert!(auth
-            .verify(&bearer(&key.token("k", &claims())))
+            .verify(&bearer(&key.token("k", &idp_claims())))
             .await
             .is_ok());
     }
@@ -179,8 +154,7 @@ async fn rotation_is_picked_up_by_the_periodic_refresh() {
         remote_interval: Duration::from_millis(50),
         ..fast(Duration::from_secs(3600))
     };
-    let store = KeyStore::start(issuer.uri(), refresh, Arc::clone(&metrics), None).unwrap();
-    assert!(store.wait_loaded(Duration::from_secs(5)).await);
+    let store = loaded(issuer.uri(), refresh, &metrics).await;
     issuer.serve(StatusCode::OK, jwks(&[new.jwk("new")]));
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while store
@@ -193,7 +167,7 @@ async fn rotation_is_picked_up_by_the_periodic_refresh() {
     // The gap forbids an on-demand fetch, so only the periodic one can have brought it.
     let auth = auth(store, &metrics);
     assert!(auth
-        .verify(&bearer(&new.token("new", &claims())))
+        .verify(&bearer(&new.token("new", &idp_claims())))
         .await
         .is_ok());
 }
@@ -206,7 +180,7 @@ async fn without_any_key_set_a_token_gets_503_and_no_token_gets_401() {
     assert!(!store.wait_loaded(Duration::from_secs(5)).await);
     let auth = auth(store, &metrics);
     let e = auth
-        .verify(&bearer(&Key::ed25519().token("k", &claims())))
+        .verify(&bearer(&Key::ed25519().token("k", &idp_claims())))
         .await
         .unwrap_err();
     assert_eq!(e.status(), StatusCode::SERVICE_UNAVAILABLE);
@@ -268,7 +242,7 @@ async fn keys_are_fetched_over_https_against_the_given_roots() {
     assert!(store.wait_loaded(Duration::from_secs(5)).await);
     let auth = auth(store, &metrics);
     assert!(auth
-        .verify(&bearer(&key.token("k", &claims())))
+        .verify(&bearer(&key.token("k", &idp_claims())))
         .await
         .is_ok());
 

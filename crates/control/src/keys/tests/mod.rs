@@ -16,35 +16,13 @@ use hyper::service::service_fn;
 use hyper::{HeaderMap, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use infergate_auth::Verifier;
-use infergate_config::gateway::{JwtProvider, LocalJwks};
-use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
 use super::store::{Demand, Gate};
 use super::*;
 use infergate_telemetry::metrics::JwksLabels;
-use infergate_test_support::jwt::Key;
-
-fn jwks(keys: &[Value]) -> String {
-    json!({ "keys": keys }).to_string()
-}
-
-fn claims() -> Value {
-    json!({"iss": "https://idp", "aud": "gw", "sub": "alice", "exp": unix_now() + 600})
-}
-
-fn provider() -> JwtProvider {
-    JwtProvider {
-        name: "idp".into(),
-        issuer: "https://idp".into(),
-        remote_jwks: None,
-        local_jwks: Some(LocalJwks {
-            file: "unused".into(),
-        }),
-        audiences: vec!["gw".into()],
-        required_claims: vec![],
-    }
-}
+use infergate_test_support::dir::TempDir;
+use infergate_test_support::jwt::{idp_claims, idp_provider, jwks, Key};
 
 fn bearer(token: &str) -> HeaderMap {
     let mut h = HeaderMap::new();
@@ -65,8 +43,16 @@ fn fast(min_gap: Duration) -> JwksRefresh {
     }
 }
 
+/// A store loading from `source` with `refresh`, counted in `metrics`, once its first load
+/// has succeeded (within 5 s).
+async fn loaded(source: KeySource, refresh: JwksRefresh, metrics: &Arc<Metrics>) -> KeyStore {
+    let store = KeyStore::start(source, refresh, Arc::clone(metrics), None).unwrap();
+    assert!(store.wait_loaded(Duration::from_secs(5)).await);
+    store
+}
+
 fn auth(store: KeyStore, metrics: &Arc<Metrics>) -> Auth {
-    Auth::with_keys(Verifier::new(&provider()), Arc::new(store), metrics)
+    Auth::with_keys(Verifier::new(&idp_provider()), Arc::new(store), metrics)
 }
 
 fn loads(metrics: &Metrics, outcome: &str) -> u64 {

@@ -1,13 +1,14 @@
-//! A real `redis-server` for tests, on a loopback port of its own, killed when dropped. Shared by
-//! the gateway's Redis tests and the binary's (which include this file by path), so that both
-//! start Redis the same careful way.
+//! A real `redis-server` for tests, on a loopback port of its own, killed when dropped, and
+//! plain RESP commands to it.
 //!
 //! `REDIS_SERVER` names the binary when it is not `redis-server` on the PATH.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use crate::ports::free_port;
 
 /// A running `redis-server`, nothing persisted.
 pub struct RedisServer {
@@ -26,12 +27,7 @@ impl RedisServer {
     pub fn on_free_port() -> RedisServer {
         const TRIES: usize = 5;
         for _ in 0..TRIES {
-            let port = TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port();
-            if let Some(server) = Self::on_port(port) {
+            if let Some(server) = Self::on_port(free_port()) {
                 return server;
             }
         }
@@ -72,6 +68,14 @@ impl RedisServer {
         }
     }
 
+    /// A server on loopback `port` (one this test has just freed, say to restart its server);
+    /// panics if another process answers there.
+    pub fn taking(port: u16) -> RedisServer {
+        Self::on_port(port).unwrap_or_else(|| {
+            panic!("redis-server could not take port {port}: another process has it")
+        })
+    }
+
     /// The loopback port it listens on.
     pub fn port(&self) -> u16 {
         self.port
@@ -106,4 +110,38 @@ fn server_pid(port: u16) -> Option<u32> {
             Ok(n) => reply.extend_from_slice(&buf[..n]),
         }
     }
+}
+
+/// One command to the Redis on loopback `port`; its raw RESP reply.
+pub fn command(port: u16, args: &[&str]) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut cmd = format!("*{}\r\n", args.len());
+    for a in args {
+        cmd.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    s.write_all(cmd.as_bytes()).unwrap();
+    let mut buf = [0u8; 512];
+    let n = loop {
+        match s.read(&mut buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            n => break n.unwrap(),
+        }
+    };
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+/// The bulk strings of a RESP reply, in order (a nil or missing one is left out).
+pub fn strings(reply: &str) -> Vec<&str> {
+    reply
+        .split("\r\n")
+        .filter(|l| !l.is_empty() && !l.starts_with(['*', '$']))
+        .collect()
+}
+
+/// Redis's clock in whole milliseconds (`TIME`), as a Lua script running there reads it.
+pub fn time_ms(port: u16) -> u64 {
+    let reply = command(port, &["TIME"]);
+    let parts: Vec<u64> = strings(&reply).iter().map(|v| v.parse().unwrap()).collect();
+    parts[0] * 1000 + parts[1] / 1000
 }
