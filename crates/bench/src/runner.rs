@@ -14,7 +14,7 @@ use crate::workload::BenchRequest;
 use infergate_config::gateway::Band;
 use infergate_engine::rng::Rng;
 use infergate_engine::step_time::StepTimeModel;
-use infergate_engine::{Engine, EngineConfig, FinishReason, NewRequest, Profile, SchedulingPolicy};
+use infergate_engine::{Engine, FinishReason, NewRequest, SchedulingPolicy};
 use infergate_picker::{
     Dispatch, EndpointSpec, LoraInfo, Picker, Policy, Pool, RequestFeatures, ScrapedMetrics,
 };
@@ -31,6 +31,9 @@ pub enum BenchError {
     /// A profile in the scenario does not exist.
     #[error("profile: {0}")]
     Profile(#[from] infergate_engine::ProfileError),
+    /// A replica's settings make no engine (the field is named).
+    #[error(transparent)]
+    Settings(#[from] infergate_engine::SettingsError),
     /// The policy name is unknown.
     #[error("policy `{0}`: {1}")]
     Policy(String, String),
@@ -114,30 +117,29 @@ pub struct QueueSample {
 }
 
 /// A replica of `kind` serving every adapter `requests` name (as vLLM started with
-/// `--lora-modules` for each).
-fn engine_for(
+/// `--lora-modules` for each): its settings through the conversion `infergate sim` uses, then
+/// what the run decides — its seed (a replica's own `seed` is folded in, so replicas seeded
+/// apart stay apart and every seed of a run still differs) and any tuned limits.
+pub(crate) fn engine_for(
     kind: &ReplicaKind,
     seed: u64,
     requests: &[BenchRequest],
     tuning: &Tuning,
 ) -> Result<Engine, BenchError> {
-    let mut config = EngineConfig::new(Profile::lookup(kind.model, kind.gpu, kind.tp)?);
+    let mut config = kind.engine_config()?;
     if let Some(budget) = tuning.max_num_batched_tokens {
         config.max_num_batched_tokens = budget;
     }
     if let Some(seqs) = tuning.max_num_seqs {
         config.max_num_seqs = seqs;
     }
-    // The profile's defaults are valid; a tuned limit may not be (a budget below the batch cap).
+    // The settings were valid; a tuned limit may not be (a budget below the batch cap).
     config.validate()?;
-    config.seed = seed;
-    config.max_loras = kind.max_loras;
-    config.max_cpu_loras = kind.max_cpu_loras.max(kind.max_loras);
+    config.seed ^= seed;
     // Every token's time, so that ITL is the gaps between tokens, not an average per request.
     config.report_every_token = true;
-    config.scheduling_policy = kind.scheduling;
     let mut engine = Engine::new(config);
-    if kind.max_loras > 0 {
+    if engine.config().max_loras > 0 {
         for name in requests.iter().filter_map(|r| r.adapter.as_deref()) {
             engine.register_adapter(name);
         }
@@ -156,12 +158,13 @@ pub fn replica_capacity(
     let mut engine = engine_for(kind, seed, requests, &Tuning::default())?;
     let cap = engine.config().max_num_seqs as usize;
     let max_len = engine.config().max_model_len;
+    let policy = engine.config().scheduling_policy;
     let arrivals = requests
         .iter()
         .filter(|r| r.prompt_tokens + r.output_tokens <= max_len)
         .map(|r| infergate_engine::drive::Arrival {
             at: Duration::ZERO,
-            request: new_request(r, kind.scheduling),
+            request: new_request(r, policy),
         })
         .collect();
     let record =
@@ -249,7 +252,7 @@ pub fn run_tuned(
     let mut rng = Rng::new(options.seed ^ 0x5C4A_9E00);
     for (i, kind) in scenario.replicas().enumerate() {
         let engine = engine_for(
-            &kind,
+            kind,
             options.seed.wrapping_mul(1_000).wrapping_add(i as u64),
             requests,
             tuning,
