@@ -20,7 +20,9 @@
 //! on a realistic pool of any size, with a clock the caller passes in.
 //!
 //! Configuration arrives as HyperPod [`config::Weights`] or a GIE
-//! [`config::EndpointPickerConfig`], both turned into a [`Profile`]; or as a named [`Policy`].
+//! [`config::EndpointPickerConfig`] (formats and defaults from the config crate), both turned
+//! into a [`Profile`] ([`config::ScorerWeights`], [`config::PickerConfig`]); or as a named
+//! [`Policy`].
 //!
 //! ```
 //! use std::time::Duration;
