@@ -8,22 +8,18 @@
 
 use crate::event_loop::{Ev, Sim};
 use crate::gate::FlowGate;
+pub use crate::outcome::{Outcome, QueueSample, RunOutcome};
+use crate::replica::{new_request, Replica};
 use crate::scenario::{ReplicaKind, Scenario};
 pub use crate::tuning::Tuning;
 use crate::workload::BenchRequest;
-use infergate_config::gateway::Band;
 use infergate_engine::rng::Rng;
 use infergate_engine::step_time::StepTimeModel;
-use infergate_engine::{Engine, FinishReason, NewRequest, SchedulingPolicy};
-use infergate_picker::{
-    Dispatch, EndpointSpec, LoraInfo, Picker, Policy, Pool, RequestFeatures, ScrapedMetrics,
-};
+use infergate_engine::Engine;
+use infergate_picker::{EndpointSpec, Picker, Policy, Pool};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::time::Duration;
-
-/// The picker's approximate index looks at no more than this many leading blocks.
-const MAX_PREFIX_BLOCKS: usize = 256;
 
 /// Why a run could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -64,56 +60,6 @@ impl Default for RunOptions {
             scrape_interval: Duration::from_millis(50),
         }
     }
-}
-
-/// What one request saw.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct Outcome {
-    /// When it was sent.
-    pub sent: Duration,
-    /// First token, if it got one.
-    pub first_token: Option<Duration>,
-    /// Last token, if it finished.
-    pub finished: Option<Duration>,
-    /// Tokens generated.
-    pub output_tokens: u32,
-    /// Refused (no endpoint, or the engine refused it).
-    pub error: bool,
-    /// Refused by flow control with this status (429 shed, 503 queue TTL), never sent.
-    pub refused: Option<u16>,
-    /// Its priority band, if it had one.
-    pub band: Option<infergate_config::gateway::Band>,
-}
-
-/// Everything a run produced.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RunOutcome {
-    /// One per request, in arrival order.
-    pub requests: Vec<Outcome>,
-    /// When the last arrival came.
-    pub last_arrival: Duration,
-    /// Fleet prefix-cache hits over queries (tokens).
-    pub prefix_hit_ratio: f64,
-    /// Preemptions across the fleet.
-    pub preemptions: u64,
-    /// Each replica's waiting queue at each of its scrapes until the last arrival.
-    pub queue_samples: Vec<QueueSample>,
-    /// One per request, in arrival order: the gaps between its successive tokens, in
-    /// milliseconds (none for a request with fewer than two tokens). The report's ITL.
-    pub token_gaps_ms: Vec<Vec<f32>>,
-}
-
-/// A replica's queue when it was scraped.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct QueueSample {
-    /// When.
-    pub at: Duration,
-    /// Which replica (its index in the scenario's fleet).
-    pub replica: u32,
-    /// Requests waiting.
-    pub waiting: u32,
-    /// Requests running.
-    pub running: u32,
 }
 
 /// A replica of `kind` serving every adapter `requests` name (as vLLM started with
@@ -181,36 +127,6 @@ pub fn replica_capacity(
         return Ok(0.0);
     }
     Ok((hi - lo) as f64 / (done[hi] - done[lo]).max(1e-9))
-}
-
-/// What an engine with `policy` is asked to run for `r`. Under the priority policy the band goes
-/// along as the engine priority ([`Band::engine_priority`], what a pool with `forwardPriority`
-/// writes into the body); an FCFS engine gets vLLM's default 0, as it refuses any other.
-pub(crate) fn new_request(r: &BenchRequest, policy: SchedulingPolicy) -> NewRequest {
-    let priority = match policy {
-        SchedulingPolicy::Fcfs => 0,
-        SchedulingPolicy::Priority => r.band.unwrap_or(Band::Standard).engine_priority(),
-    };
-    NewRequest {
-        prompt_tokens: r.prompt_tokens,
-        block_hashes: r.block_hashes.clone(),
-        output_tokens: r.output_tokens,
-        finish: FinishReason::Length,
-        adapter: r.adapter.clone(),
-        priority,
-    }
-}
-
-/// One simulated replica and its place in the event loop.
-pub(crate) struct Replica {
-    pub engine: Engine,
-    /// The step end the heap holds a wake-up for.
-    pub wake: Option<Duration>,
-    /// When the scrape after the one due now lands.
-    pub next_scrape: Duration,
-    /// Clairvoyant's view of its speed.
-    pub prefill_secs_per_token: f64,
-    pub step_model: StepTimeModel,
 }
 
 /// Runs `requests` on the scenario's fleet with `policy` (a picker policy name, or
@@ -329,64 +245,4 @@ pub fn run_tuned(
         queue_samples,
         token_gaps_ms,
     })
-}
-
-pub(crate) fn choose(
-    picker: &mut Picker,
-    pool: &Pool,
-    r: &BenchRequest,
-    now: Duration,
-) -> Option<(usize, Dispatch)> {
-    let features = RequestFeatures {
-        prompt_block_hashes: r.block_hashes[..r.block_hashes.len().min(MAX_PREFIX_BLOCKS)].to_vec(),
-        target_adapter: r.adapter.clone(),
-        ..RequestFeatures::new("model", u64::from(r.prompt_tokens))
-    };
-    let pick = picker.pick(pool, &features, now).ok()?;
-    let dispatch = picker
-        .on_dispatch(pool, pick.primary, &features, now)
-        .ok()?;
-    Some((pick.primary.0 as usize, dispatch))
-}
-
-/// The replica with the lowest predicted TTFT from its true state: prefill work queued ahead
-/// plus this prompt's uncached part, at the replica's prefill rate, plus one decode step.
-pub(crate) fn clairvoyant_choice(replicas: &[Replica], r: &BenchRequest) -> usize {
-    let mut best = (f64::INFINITY, 0);
-    for (i, rep) in replicas.iter().enumerate() {
-        let cached = rep.engine.cached_prefix_blocks(&r.block_hashes) as u64 * 16;
-        let work =
-            rep.engine.pending_prefill_tokens() + u64::from(r.prompt_tokens).saturating_sub(cached);
-        let decode = rep
-            .step_model
-            .decode_nanos(rep.engine.num_decoding() as u32, 1_000)
-            / 1e9;
-        let predicted = work as f64 * rep.prefill_secs_per_token + decode;
-        if predicted < best.0 {
-            best = (predicted, i);
-        }
-    }
-    best.1
-}
-
-/// What the gateway's scraper would read from this replica's `/metrics` now.
-pub(crate) fn scrape(engine: &Engine, now: Duration) -> ScrapedMetrics {
-    let g = engine.gauges();
-    let c = engine.counters();
-    ScrapedMetrics {
-        scraped_at: now,
-        waiting: Some(g.waiting as u64),
-        running: Some(g.running as u64),
-        kv_usage: Some(g.kv_usage),
-        lora: (g.max_lora > 0).then_some(LoraInfo {
-            max_lora: g.max_lora as u32,
-            running: g.running_adapters,
-            waiting: g.waiting_adapters,
-        }),
-        block_size: Some(g.block_size),
-        num_gpu_blocks: Some(u64::from(g.num_gpu_blocks)),
-        prefix_cache_queries: Some(c.prefix_cache_queries),
-        prefix_cache_hits: Some(c.prefix_cache_hits),
-        prefix_cache_hit_rate: None,
-    }
 }

@@ -24,6 +24,7 @@ mod deploy;
 mod duration;
 mod error;
 mod lora;
+mod meta;
 mod report;
 mod resolve;
 mod scheduler;

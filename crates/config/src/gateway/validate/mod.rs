@@ -41,7 +41,7 @@ pub(crate) fn validate(config: &InferenceGatewayConfig) -> Result {
     scheduler::check_all(spec, statik)?;
     check_listen(spec)?;
     check_discovery(spec)?;
-    AdapterTable::build(spec, &[])?;
+    AdapterTable::build(&spec.schedulers, &spec.lora_adapter_maps, &[])?;
     check_lora_maps(spec)?;
     traffic::check(spec)
 }
