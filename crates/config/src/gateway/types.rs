@@ -68,7 +68,8 @@ pub enum Kind {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct GatewaySpec {
-    /// The body-based router.
+    /// The body-based router; left out, [`Bbr::default`] (enabled, every field at its default).
+    #[serde(default)]
     pub bbr: Bbr,
     /// TLS on the listener; absent means plain HTTP.
     #[serde(default)]
@@ -115,7 +116,9 @@ pub struct GatewaySpec {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Bbr {
-    /// Body-based routing on; must be true with more than one scheduler.
+    /// Body-based routing on; must be true with more than one scheduler. Required in a written
+    /// `bbr` block, as upstream's schema has it; a config without the block gets
+    /// [`super::defaults::BBR_ENABLED`].
     pub enabled: bool,
     /// Largest body read (413 above), at most [`super::defaults::MAX_REQUEST_BODY_BYTES`].
     #[serde(default)]
@@ -126,6 +129,19 @@ pub struct Bbr {
     /// BBR replicas, at least 1 (deployment only).
     #[serde(default)]
     pub replicas: Option<u32>,
+}
+
+impl Default for Bbr {
+    /// What a config without `spec.bbr` gets: routing by the body's model, every limit at its
+    /// default.
+    fn default() -> Bbr {
+        Bbr {
+            enabled: super::defaults::BBR_ENABLED,
+            max_request_body_bytes: None,
+            default_backend: None,
+            replicas: None,
+        }
+    }
 }
 
 /// `spec.bbr.defaultBackend`.
