@@ -1,4 +1,5 @@
-//! How a refused config is reported, and a minimal config needing no `bbr` block.
+//! How a refused config is reported: every mistake at once, and a minimal config needing no
+//! `bbr` block.
 
 use super::*;
 
@@ -21,4 +22,41 @@ fn a_minimal_config_without_bbr_routes_by_the_body_with_the_default_limits() {
         resolved.bbr.max_request_body_bytes,
         Setting::default_value(defaults::MAX_REQUEST_BODY_BYTES)
     );
+}
+
+#[test]
+fn a_config_with_several_mistakes_reports_every_one_naming_its_field() {
+    let mut c = base();
+    c.spec.bbr.max_request_body_bytes = Some(0);
+    sch(&mut c, 0).target_port = Some(0);
+    sch(&mut c, 1).name = "Not_A_Label".into();
+    c.spec.endpoints.as_mut().unwrap()[2].address = "10.0.0.1:8001".into();
+    let err = c.validate().unwrap_err();
+    let fields: Vec<&str> = err.all().iter().filter_map(|e| e.field()).collect();
+    assert_eq!(
+        fields,
+        [
+            "spec.bbr.maxRequestBodyBytes",
+            "spec.schedulers[0].targetPort",
+            "spec.schedulers[1].name",
+            "spec.endpoints[2].address",
+        ]
+    );
+    // The first is what a stop-at-the-first check reported; each line names its field.
+    assert_eq!(err.field(), Some("spec.bbr.maxRequestBodyBytes"));
+    let message = err.to_string();
+    let lines: Vec<&str> = message.lines().collect();
+    assert_eq!(lines.len(), 4, "{message}");
+    for (line, field) in lines.iter().zip(&fields) {
+        assert!(line.starts_with(&format!("{field}: ")), "{line}");
+    }
+}
+
+#[test]
+fn one_mistake_is_reported_as_before() {
+    let mut c = base();
+    sch(&mut c, 0).target_port = Some(0);
+    let err = c.validate().unwrap_err();
+    assert!(matches!(err, GatewayConfigError::Invalid { .. }), "{err:?}");
+    assert_eq!(err.all().len(), 1);
 }
