@@ -15,20 +15,20 @@ use std::path::Path;
 #[derive(Debug, thiserror::Error)]
 pub enum CustomError {
     /// The fleet file could not be read.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         /// Which file.
         path: String,
         /// What went wrong.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The fleet file is not a valid `SimulatedFleet`.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Fleet {
         /// Which file.
         path: String,
         /// The field and what is wrong with it.
-        source: infergate_config::FleetError,
+        error: infergate_config::FleetError,
     },
     /// A replica's settings make no engine.
     #[error("{fleet}: {replica}: {reason}")]
@@ -74,11 +74,11 @@ pub fn from_files(trace: &Path, fleet: &Path, load: f64) -> Result<Scenario, Cus
     }
     let yaml = std::fs::read_to_string(fleet).map_err(|source| CustomError::Io {
         path: fleet.display().to_string(),
-        source,
+        error: source,
     })?;
     let endpoints = FleetFile::parse(&yaml).map_err(|source| CustomError::Fleet {
         path: fleet.display().to_string(),
-        source,
+        error: source,
     })?;
     let mut kinds: Vec<ReplicaKind> = Vec::new();
     for (i, e) in endpoints.iter().enumerate() {

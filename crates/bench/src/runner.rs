@@ -21,12 +21,13 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::time::Duration;
 
-/// Why a run could not be made.
+/// Why a run could not be made. Each message carries its cause, which is therefore not also a
+/// `source()` (the house rule in `infergate_config::gateway::error`: each cause printed once).
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
     /// A profile in the scenario does not exist.
     #[error("profile: {0}")]
-    Profile(#[from] infergate_engine::ProfileError),
+    Profile(infergate_engine::ProfileError),
     /// A replica's settings make no engine (the field is named).
     #[error(transparent)]
     Settings(#[from] infergate_engine::SettingsError),
@@ -35,10 +36,28 @@ pub enum BenchError {
     Policy(String, String),
     /// The trace could not be read.
     #[error("trace: {0}")]
-    Trace(#[from] crate::trace::TraceError),
+    Trace(crate::trace::TraceError),
     /// A tuned engine setting is one the engine refuses.
     #[error("engine: {0}")]
-    Engine(#[from] infergate_engine::ConfigError),
+    Engine(infergate_engine::ConfigError),
+}
+
+impl From<infergate_engine::ProfileError> for BenchError {
+    fn from(e: infergate_engine::ProfileError) -> Self {
+        BenchError::Profile(e)
+    }
+}
+
+impl From<crate::trace::TraceError> for BenchError {
+    fn from(e: crate::trace::TraceError) -> Self {
+        BenchError::Trace(e)
+    }
+}
+
+impl From<infergate_engine::ConfigError> for BenchError {
+    fn from(e: infergate_engine::ConfigError) -> Self {
+        BenchError::Engine(e)
+    }
 }
 
 /// Knobs of one run.

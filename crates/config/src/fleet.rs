@@ -170,8 +170,9 @@ pub struct SimEndpoint {
 /// Why a fleet file was refused; each names the field.
 #[derive(Debug, thiserror::Error)]
 pub enum FleetError {
-    /// Not YAML, or a field of the wrong type or unknown.
-    #[error("{0}")]
+    /// Not YAML, or a field of the wrong type or unknown. Forwarded whole, so its message is
+    /// printed once (see the rule in `gateway::error`).
+    #[error(transparent)]
     Syntax(#[from] serde_norway::Error),
     /// A field with a value the simulator cannot use.
     #[error("{field}: {reason}")]

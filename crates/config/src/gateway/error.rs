@@ -1,11 +1,16 @@
 //! Why a gateway config was refused; each error names the field.
+//!
+//! The rule for every error type of the pure crates: `Display` states the whole cause, once.
+//! An error that wraps another either forwards to it (`#[error(transparent)]`) or prints it in
+//! its own message and does not also return it from `source()` — never both, since a chain
+//! printer (anyhow's `{:#}`) prints every `source()` after the message and would say it twice.
 
 /// A refused gateway config, LoRA ConfigMap or resolution.
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayConfigError {
     /// Not YAML, an unknown field (named), or a value of the wrong type; the message starts
     /// with the field's path. serde stops at the first such mistake, so there is one.
-    #[error("{0}")]
+    #[error(transparent)]
     Syntax(#[from] serde_norway::Error),
     /// A field whose value breaks a rule.
     #[error("{field}: {reason}")]

@@ -1,7 +1,30 @@
-//! How a refused config is reported: every mistake at once, and a minimal config needing no
-//! `bbr` block.
+//! How a refused config is reported: every mistake at once, each cause printed once, and a
+//! minimal config needing no `bbr` block.
+
+use std::error::Error;
 
 use super::*;
+
+/// What a chain printer such as anyhow's `{:#}` prints: the error, then each `source()`.
+fn chain(err: &(dyn Error + 'static)) -> Vec<String> {
+    let mut links = Vec::new();
+    let mut next = Some(err);
+    while let Some(e) = next {
+        links.push(e.to_string());
+        next = e.source();
+    }
+    links
+}
+
+fn assert_each_cause_once(err: &(dyn Error + 'static)) {
+    let links = chain(err);
+    for pair in links.windows(2) {
+        assert!(
+            !pair[0].contains(&pair[1]),
+            "the cause is printed twice: {links:?}"
+        );
+    }
+}
 
 const MINIMAL: &str = "apiVersion: infergate.dev/v1alpha1
 kind: InferenceGatewayConfig
@@ -50,6 +73,7 @@ fn a_config_with_several_mistakes_reports_every_one_naming_its_field() {
     for (line, field) in lines.iter().zip(&fields) {
         assert!(line.starts_with(&format!("{field}: ")), "{line}");
     }
+    assert_each_cause_once(&err);
 }
 
 #[test]
@@ -59,4 +83,24 @@ fn one_mistake_is_reported_as_before() {
     let err = c.validate().unwrap_err();
     assert!(matches!(err, GatewayConfigError::Invalid { .. }), "{err:?}");
     assert_eq!(err.all().len(), 1);
+}
+
+#[test]
+fn a_syntax_error_prints_its_cause_once() {
+    let err = load_from_str(&BASE.replace(
+        "      targetPort: 9000",
+        "      targetPort: 9000\n      weigths: {}",
+    ))
+    .unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.starts_with("spec.schedulers[1]: unknown field `weigths`"),
+        "{message}"
+    );
+    assert_each_cause_once(&err);
+    let err = crate::fleet::FleetFile::parse("apiVersion: [").unwrap_err();
+    assert_each_cause_once(&err);
+    let err = crate::picker::from_yaml_str("plugins: [{type: x, weigth: 1}]").unwrap_err();
+    assert!(err.to_string().contains("weigth"), "{err}");
+    assert_each_cause_once(&err);
 }
