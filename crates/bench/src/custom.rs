@@ -8,27 +8,37 @@ use crate::trace::{TraceError, TraceFormat};
 use crate::workload::Arrivals;
 use infergate_config::gateway::Band;
 use infergate_config::FleetFile;
-use infergate_engine::SchedulingPolicy;
+use infergate_engine::EngineConfig;
 use std::path::Path;
 
 /// Why a scenario could not be made from the files.
 #[derive(Debug, thiserror::Error)]
 pub enum CustomError {
     /// The fleet file could not be read.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         /// Which file.
         path: String,
         /// What went wrong.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The fleet file is not a valid `SimulatedFleet`.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Fleet {
         /// Which file.
         path: String,
         /// The field and what is wrong with it.
-        source: infergate_config::FleetError,
+        error: infergate_config::FleetError,
+    },
+    /// A replica's settings make no engine.
+    #[error("{fleet}: {replica}: {reason}")]
+    Replica {
+        /// The fleet file.
+        fleet: String,
+        /// Which endpoint.
+        replica: String,
+        /// The field and what is wrong with it.
+        reason: infergate_engine::SettingsError,
     },
     /// The trace's format is not one infergate reads.
     #[error("trace {0}: unknown format (expected an Azure LLM inference CSV with a TIMESTAMP,ContextTokens,GeneratedTokens header, a Mooncake JSONL with hash_ids, or an infergate capture JSONL with prefix_hashes)")]
@@ -48,10 +58,6 @@ pub enum CustomError {
     Trace(#[from] TraceError),
 }
 
-/// The simulator's own defaults for an endpoint that names no model or GPU (as `infergate sim`).
-const DEFAULT_MODEL: &str = "llama-3.1-8b";
-const DEFAULT_GPU: &str = "h100";
-
 /// Lives for the rest of the process. A scenario's names are `'static` because the built-in ones
 /// are literals; one made from files is built once per `infergate bench` run, so the few bytes
 /// leaked are bounded and freed at exit.
@@ -68,49 +74,28 @@ pub fn from_files(trace: &Path, fleet: &Path, load: f64) -> Result<Scenario, Cus
     }
     let yaml = std::fs::read_to_string(fleet).map_err(|source| CustomError::Io {
         path: fleet.display().to_string(),
-        source,
+        error: source,
     })?;
     let endpoints = FleetFile::parse(&yaml).map_err(|source| CustomError::Fleet {
         path: fleet.display().to_string(),
-        source,
+        error: source,
     })?;
     let mut kinds: Vec<ReplicaKind> = Vec::new();
-    for e in &endpoints {
-        let s = &e.settings;
-        let kind = ReplicaKind {
-            model: forever(s.model.clone().unwrap_or_else(|| DEFAULT_MODEL.into())),
-            gpu: forever(s.gpu.clone().unwrap_or_else(|| DEFAULT_GPU.into())),
-            tp: s.tp.unwrap_or(1),
-            count: 1,
-            max_loras: s.max_loras.unwrap_or(0),
-            max_cpu_loras: s.max_cpu_loras.unwrap_or(0),
-            // The fleet file was validated: anything but `priority` is FCFS.
-            scheduling: if s.scheduling_policy.as_deref() == Some("priority") {
-                SchedulingPolicy::Priority
-            } else {
-                SchedulingPolicy::Fcfs
-            },
-        };
+    for (i, e) in endpoints.iter().enumerate() {
+        // Made now, through the conversion the runner uses, so a replica that cannot run fails
+        // here, naming it, rather than mid-run.
+        EngineConfig::from_settings(&e.settings).map_err(|reason| CustomError::Replica {
+            fleet: fleet.display().to_string(),
+            replica: format!("spec.endpoints[{i}] ({})", e.address),
+            reason,
+        })?;
         // Equal replicas become one kind with a count, as the built-in fleets are written.
-        match kinds.iter_mut().find(|k| {
-            (
-                k.model,
-                k.gpu,
-                k.tp,
-                k.max_loras,
-                k.max_cpu_loras,
-                k.scheduling,
-            ) == (
-                kind.model,
-                kind.gpu,
-                kind.tp,
-                kind.max_loras,
-                kind.max_cpu_loras,
-                kind.scheduling,
-            )
-        }) {
+        match kinds.iter_mut().find(|k| k.settings == e.settings) {
             Some(k) => k.count += 1,
-            None => kinds.push(kind),
+            None => kinds.push(ReplicaKind {
+                settings: e.settings.clone(),
+                count: 1,
+            }),
         }
     }
     let name = format!(
@@ -135,7 +120,7 @@ pub fn from_files(trace: &Path, fleet: &Path, load: f64) -> Result<Scenario, Cus
         bands: None,
     };
     if let Some(Recorded::Captured(requests)) = scenario.recorded()? {
-        let lora = scenario.fleet.iter().any(|k| k.max_loras > 0);
+        let lora = scenario.fleet.iter().any(|k| k.max_loras() > 0);
         if let Some(adapter) = requests.iter().find_map(|r| r.adapter.as_ref()) {
             if !lora {
                 return Err(CustomError::NoLoraSlots {
@@ -178,7 +163,7 @@ mod tests {
         let trace = traces_dir().join("azure-llm-2023-conv.csv");
         let s = from_files(&trace, &fleet, 0.5).unwrap();
         assert_eq!(s.id, "azure-llm-2023-conv.csv on fleet.yaml");
-        let counts: Vec<(&str, u32)> = s.fleet.iter().map(|k| (k.gpu, k.count)).collect();
+        let counts: Vec<(&str, u32)> = s.fleet.iter().map(|k| (k.gpu(), k.count)).collect();
         assert_eq!(counts, vec![("h100", 2), ("a10g", 1)]);
         let reqs = s
             .requests(10.0, std::time::Duration::from_secs(10), 4_096, 1)
@@ -201,5 +186,44 @@ mod tests {
         .unwrap();
         let err = from_files(&trace, &fleet, 0.5).unwrap_err();
         assert!(err.to_string().contains("kind"), "{err}");
+    }
+
+    #[test]
+    fn every_engine_argument_of_a_fleet_file_reaches_the_benchmarks_engine() {
+        let dir =
+            std::env::temp_dir().join(format!("infergate-custom-args-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fleet = dir.join("fleet.yaml");
+        // Each value differs from vLLM's default for an 8B model on an H100 (1024 sequences, an
+        // 8192-token budget, the model's 131072-token length, prefix caching and chunked
+        // prefill on), so a dropped field shows.
+        std::fs::write(
+            &fleet,
+            "apiVersion: infergate.dev/v1alpha1\nkind: SimulatedFleet\nspec:\n  defaults: {model: llama-3.1-8b, gpu: h100}\n  endpoints:\n    - address: 127.0.0.1:9001\n      sim: {maxNumSeqs: 64, maxNumBatchedTokens: 16384, maxModelLen: 8192, prefixCaching: false, chunkedPrefill: false}\n",
+        )
+        .unwrap();
+        let trace = traces_dir().join("azure-llm-2023-conv.csv");
+        let s = from_files(&trace, &fleet, 0.5).unwrap();
+        let engine =
+            crate::runner::engine_for(&s.fleet[0], 1, &[], &crate::tuning::Tuning::default())
+                .unwrap();
+        let c = engine.config();
+        assert_eq!(c.max_num_seqs, 64, "maxNumSeqs");
+        assert_eq!(c.max_num_batched_tokens, 16_384, "maxNumBatchedTokens");
+        assert_eq!(c.max_model_len, 8_192, "maxModelLen");
+        assert!(!c.enable_prefix_caching, "prefixCaching");
+        assert!(!c.enable_chunked_prefill, "chunkedPrefill");
+        // And the offered load is sized to what these replicas take.
+        assert_eq!(crate::suite::offered(&s).unwrap().max_model_len, 8_192);
+
+        // A combination vLLM refuses is refused when the file is read, naming the replica.
+        std::fs::write(
+            &fleet,
+            "apiVersion: infergate.dev/v1alpha1\nkind: SimulatedFleet\nspec:\n  endpoints:\n    - address: 127.0.0.1:9001\n      sim: {maxNumSeqs: 512, maxNumBatchedTokens: 256}\n",
+        )
+        .unwrap();
+        let err = from_files(&trace, &fleet, 0.5).unwrap_err().to_string();
+        assert!(err.contains("spec.endpoints[0] (127.0.0.1:9001)"), "{err}");
+        assert!(err.contains("max_num_batched_tokens (256)"), "{err}");
     }
 }

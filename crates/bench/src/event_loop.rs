@@ -2,9 +2,8 @@
 //! deadlines; each event is a method on [`Sim`].
 
 use crate::gate::{FlowGate, Gate};
-use crate::runner::{
-    choose, clairvoyant_choice, new_request, scrape, Outcome, QueueSample, Replica,
-};
+use crate::outcome::{Outcome, QueueSample};
+use crate::replica::{choose, clairvoyant_choice, new_request, scrape, Replica};
 use crate::workload::BenchRequest;
 use infergate_config::gateway::Band;
 use infergate_engine::{Event, EventKind, RequestId};

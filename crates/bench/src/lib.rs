@@ -6,8 +6,10 @@
 pub mod custom;
 mod event_loop;
 pub mod gate;
+pub mod outcome;
 pub mod plot;
 pub mod replay;
+mod replica;
 pub mod report;
 pub mod runner;
 pub mod scenario;

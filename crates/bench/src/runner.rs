@@ -8,38 +8,56 @@
 
 use crate::event_loop::{Ev, Sim};
 use crate::gate::FlowGate;
+pub use crate::outcome::{Outcome, QueueSample, RunOutcome};
+use crate::replica::{new_request, Replica};
 use crate::scenario::{ReplicaKind, Scenario};
 pub use crate::tuning::Tuning;
 use crate::workload::BenchRequest;
-use infergate_config::gateway::Band;
 use infergate_engine::rng::Rng;
 use infergate_engine::step_time::StepTimeModel;
-use infergate_engine::{Engine, EngineConfig, FinishReason, NewRequest, Profile, SchedulingPolicy};
-use infergate_picker::{
-    Dispatch, EndpointSpec, LoraInfo, Picker, Policy, Pool, RequestFeatures, ScrapedMetrics,
-};
+use infergate_engine::Engine;
+use infergate_picker::{EndpointSpec, Picker, Policy, Pool};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::time::Duration;
 
-/// The picker's approximate index looks at no more than this many leading blocks.
-const MAX_PREFIX_BLOCKS: usize = 256;
-
-/// Why a run could not be made.
+/// Why a run could not be made. Each message carries its cause, which is therefore not also a
+/// `source()` (the house rule in `infergate_config::gateway::error`: each cause printed once).
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
     /// A profile in the scenario does not exist.
     #[error("profile: {0}")]
-    Profile(#[from] infergate_engine::ProfileError),
+    Profile(infergate_engine::ProfileError),
+    /// A replica's settings make no engine (the field is named).
+    #[error(transparent)]
+    Settings(#[from] infergate_engine::SettingsError),
     /// The policy name is unknown.
     #[error("policy `{0}`: {1}")]
     Policy(String, String),
     /// The trace could not be read.
     #[error("trace: {0}")]
-    Trace(#[from] crate::trace::TraceError),
+    Trace(crate::trace::TraceError),
     /// A tuned engine setting is one the engine refuses.
     #[error("engine: {0}")]
-    Engine(#[from] infergate_engine::ConfigError),
+    Engine(infergate_engine::ConfigError),
+}
+
+impl From<infergate_engine::ProfileError> for BenchError {
+    fn from(e: infergate_engine::ProfileError) -> Self {
+        BenchError::Profile(e)
+    }
+}
+
+impl From<crate::trace::TraceError> for BenchError {
+    fn from(e: crate::trace::TraceError) -> Self {
+        BenchError::Trace(e)
+    }
+}
+
+impl From<infergate_engine::ConfigError> for BenchError {
+    fn from(e: infergate_engine::ConfigError) -> Self {
+        BenchError::Engine(e)
+    }
 }
 
 /// Knobs of one run.
@@ -63,81 +81,30 @@ impl Default for RunOptions {
     }
 }
 
-/// What one request saw.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct Outcome {
-    /// When it was sent.
-    pub sent: Duration,
-    /// First token, if it got one.
-    pub first_token: Option<Duration>,
-    /// Last token, if it finished.
-    pub finished: Option<Duration>,
-    /// Tokens generated.
-    pub output_tokens: u32,
-    /// Refused (no endpoint, or the engine refused it).
-    pub error: bool,
-    /// Refused by flow control with this status (429 shed, 503 queue TTL), never sent.
-    pub refused: Option<u16>,
-    /// Its priority band, if it had one.
-    pub band: Option<infergate_config::gateway::Band>,
-}
-
-/// Everything a run produced.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RunOutcome {
-    /// One per request, in arrival order.
-    pub requests: Vec<Outcome>,
-    /// When the last arrival came.
-    pub last_arrival: Duration,
-    /// Fleet prefix-cache hits over queries (tokens).
-    pub prefix_hit_ratio: f64,
-    /// Preemptions across the fleet.
-    pub preemptions: u64,
-    /// Each replica's waiting queue at each of its scrapes until the last arrival.
-    pub queue_samples: Vec<QueueSample>,
-    /// One per request, in arrival order: the gaps between its successive tokens, in
-    /// milliseconds (none for a request with fewer than two tokens). The report's ITL.
-    pub token_gaps_ms: Vec<Vec<f32>>,
-}
-
-/// A replica's queue when it was scraped.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct QueueSample {
-    /// When.
-    pub at: Duration,
-    /// Which replica (its index in the scenario's fleet).
-    pub replica: u32,
-    /// Requests waiting.
-    pub waiting: u32,
-    /// Requests running.
-    pub running: u32,
-}
-
 /// A replica of `kind` serving every adapter `requests` name (as vLLM started with
-/// `--lora-modules` for each).
-fn engine_for(
+/// `--lora-modules` for each): its settings through the conversion `infergate sim` uses, then
+/// what the run decides — its seed (a replica's own `seed` is folded in, so replicas seeded
+/// apart stay apart and every seed of a run still differs) and any tuned limits.
+pub(crate) fn engine_for(
     kind: &ReplicaKind,
     seed: u64,
     requests: &[BenchRequest],
     tuning: &Tuning,
 ) -> Result<Engine, BenchError> {
-    let mut config = EngineConfig::new(Profile::lookup(kind.model, kind.gpu, kind.tp)?);
+    let mut config = kind.engine_config()?;
     if let Some(budget) = tuning.max_num_batched_tokens {
         config.max_num_batched_tokens = budget;
     }
     if let Some(seqs) = tuning.max_num_seqs {
         config.max_num_seqs = seqs;
     }
-    // The profile's defaults are valid; a tuned limit may not be (a budget below the batch cap).
+    // The settings were valid; a tuned limit may not be (a budget below the batch cap).
     config.validate()?;
-    config.seed = seed;
-    config.max_loras = kind.max_loras;
-    config.max_cpu_loras = kind.max_cpu_loras.max(kind.max_loras);
+    config.seed ^= seed;
     // Every token's time, so that ITL is the gaps between tokens, not an average per request.
     config.report_every_token = true;
-    config.scheduling_policy = kind.scheduling;
     let mut engine = Engine::new(config);
-    if kind.max_loras > 0 {
+    if engine.config().max_loras > 0 {
         for name in requests.iter().filter_map(|r| r.adapter.as_deref()) {
             engine.register_adapter(name);
         }
@@ -156,12 +123,13 @@ pub fn replica_capacity(
     let mut engine = engine_for(kind, seed, requests, &Tuning::default())?;
     let cap = engine.config().max_num_seqs as usize;
     let max_len = engine.config().max_model_len;
+    let policy = engine.config().scheduling_policy;
     let arrivals = requests
         .iter()
         .filter(|r| r.prompt_tokens + r.output_tokens <= max_len)
         .map(|r| infergate_engine::drive::Arrival {
             at: Duration::ZERO,
-            request: new_request(r, kind.scheduling),
+            request: new_request(r, policy),
         })
         .collect();
     let record =
@@ -178,36 +146,6 @@ pub fn replica_capacity(
         return Ok(0.0);
     }
     Ok((hi - lo) as f64 / (done[hi] - done[lo]).max(1e-9))
-}
-
-/// What an engine with `policy` is asked to run for `r`. Under the priority policy the band goes
-/// along as the engine priority ([`Band::engine_priority`], what a pool with `forwardPriority`
-/// writes into the body); an FCFS engine gets vLLM's default 0, as it refuses any other.
-pub(crate) fn new_request(r: &BenchRequest, policy: SchedulingPolicy) -> NewRequest {
-    let priority = match policy {
-        SchedulingPolicy::Fcfs => 0,
-        SchedulingPolicy::Priority => r.band.unwrap_or(Band::Standard).engine_priority(),
-    };
-    NewRequest {
-        prompt_tokens: r.prompt_tokens,
-        block_hashes: r.block_hashes.clone(),
-        output_tokens: r.output_tokens,
-        finish: FinishReason::Length,
-        adapter: r.adapter.clone(),
-        priority,
-    }
-}
-
-/// One simulated replica and its place in the event loop.
-pub(crate) struct Replica {
-    pub engine: Engine,
-    /// The step end the heap holds a wake-up for.
-    pub wake: Option<Duration>,
-    /// When the scrape after the one due now lands.
-    pub next_scrape: Duration,
-    /// Clairvoyant's view of its speed.
-    pub prefill_secs_per_token: f64,
-    pub step_model: StepTimeModel,
 }
 
 /// Runs `requests` on the scenario's fleet with `policy` (a picker policy name, or
@@ -249,7 +187,7 @@ pub fn run_tuned(
     let mut rng = Rng::new(options.seed ^ 0x5C4A_9E00);
     for (i, kind) in scenario.replicas().enumerate() {
         let engine = engine_for(
-            &kind,
+            kind,
             options.seed.wrapping_mul(1_000).wrapping_add(i as u64),
             requests,
             tuning,
@@ -326,64 +264,4 @@ pub fn run_tuned(
         queue_samples,
         token_gaps_ms,
     })
-}
-
-pub(crate) fn choose(
-    picker: &mut Picker,
-    pool: &Pool,
-    r: &BenchRequest,
-    now: Duration,
-) -> Option<(usize, Dispatch)> {
-    let features = RequestFeatures {
-        prompt_block_hashes: r.block_hashes[..r.block_hashes.len().min(MAX_PREFIX_BLOCKS)].to_vec(),
-        target_adapter: r.adapter.clone(),
-        ..RequestFeatures::new("model", u64::from(r.prompt_tokens))
-    };
-    let pick = picker.pick(pool, &features, now).ok()?;
-    let dispatch = picker
-        .on_dispatch(pool, pick.primary, &features, now)
-        .ok()?;
-    Some((pick.primary.0 as usize, dispatch))
-}
-
-/// The replica with the lowest predicted TTFT from its true state: prefill work queued ahead
-/// plus this prompt's uncached part, at the replica's prefill rate, plus one decode step.
-pub(crate) fn clairvoyant_choice(replicas: &[Replica], r: &BenchRequest) -> usize {
-    let mut best = (f64::INFINITY, 0);
-    for (i, rep) in replicas.iter().enumerate() {
-        let cached = rep.engine.cached_prefix_blocks(&r.block_hashes) as u64 * 16;
-        let work =
-            rep.engine.pending_prefill_tokens() + u64::from(r.prompt_tokens).saturating_sub(cached);
-        let decode = rep
-            .step_model
-            .decode_nanos(rep.engine.num_decoding() as u32, 1_000)
-            / 1e9;
-        let predicted = work as f64 * rep.prefill_secs_per_token + decode;
-        if predicted < best.0 {
-            best = (predicted, i);
-        }
-    }
-    best.1
-}
-
-/// What the gateway's scraper would read from this replica's `/metrics` now.
-pub(crate) fn scrape(engine: &Engine, now: Duration) -> ScrapedMetrics {
-    let g = engine.gauges();
-    let c = engine.counters();
-    ScrapedMetrics {
-        scraped_at: now,
-        waiting: Some(g.waiting as u64),
-        running: Some(g.running as u64),
-        kv_usage: Some(g.kv_usage),
-        lora: (g.max_lora > 0).then_some(LoraInfo {
-            max_lora: g.max_lora as u32,
-            running: g.running_adapters,
-            waiting: g.waiting_adapters,
-        }),
-        block_size: Some(g.block_size),
-        num_gpu_blocks: Some(u64::from(g.num_gpu_blocks)),
-        prefix_cache_queries: Some(c.prefix_cache_queries),
-        prefix_cache_hits: Some(c.prefix_cache_hits),
-        prefix_cache_hit_rate: None,
-    }
 }

@@ -5,29 +5,79 @@ use crate::trace::{
     read_azure_csv, read_capture_jsonl, read_mooncake_jsonl, traces_dir, TraceError, TraceFormat,
 };
 use crate::workload::{Arrivals, BenchRequest, Shape};
+use infergate_config::fleet::{SimSettings, DEFAULT_GPU, DEFAULT_MODEL, DEFAULT_TP};
 use infergate_config::gateway::Band;
 use infergate_engine::rng::Rng;
-use infergate_engine::SchedulingPolicy;
+use infergate_engine::{EngineConfig, SchedulingPolicy, SettingsError};
 use std::time::Duration;
 
-/// One replica of a fleet: a profile as `infergate sim` names it.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// Replicas of a fleet that are alike: the settings `infergate sim` would start each of them
+/// with, and how many there are.
+///
+/// The settings are the fleet file's own type, so a scenario made from a file keeps every field
+/// the file set, and the runner turns them into engines through the same conversion as
+/// `infergate sim` ([`EngineConfig::from_settings`]).
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReplicaKind {
-    /// Model profile (`llama-3.1-8b`, `qwen3-235b-a22b-fp8`, …).
-    pub model: &'static str,
-    /// GPU.
-    pub gpu: &'static str,
-    /// Tensor-parallel degree.
-    pub tp: u32,
+    /// What each replica simulates; unset fields keep the simulator's defaults.
+    pub settings: SimSettings,
     /// How many of them.
     pub count: u32,
-    /// LoRA adapters resident on the GPU at once (vLLM `--max-loras`; 0: LoRA off).
-    pub max_loras: u32,
-    /// Adapters kept in host memory (vLLM `--max-cpu-loras`).
-    pub max_cpu_loras: u32,
-    /// vLLM `--scheduling-policy`. Under `Priority` each request carries its band as the
+}
+
+impl ReplicaKind {
+    /// `count` replicas of `model` on `gpu` with tensor parallelism `tp`, vLLM's defaults
+    /// otherwise (LoRA off, FCFS).
+    pub fn new(model: &str, gpu: &str, tp: u32, count: u32) -> ReplicaKind {
+        ReplicaKind {
+            settings: SimSettings {
+                model: Some(model.to_owned()),
+                gpu: Some(gpu.to_owned()),
+                tp: Some(tp),
+                ..SimSettings::default()
+            },
+            count,
+        }
+    }
+
+    /// With `max_loras` GPU LoRA slots (vLLM `--max-loras`) and `max_cpu_loras` in host memory.
+    pub fn with_loras(mut self, max_loras: u32, max_cpu_loras: u32) -> ReplicaKind {
+        self.settings.max_loras = Some(max_loras);
+        self.settings.max_cpu_loras = Some(max_cpu_loras);
+        self
+    }
+
+    /// With vLLM `--scheduling-policy`. Under `Priority` each request carries its band as the
     /// engine priority, as a gateway pool with `forwardPriority` sends it.
-    pub scheduling: SchedulingPolicy,
+    pub fn with_scheduling(mut self, policy: SchedulingPolicy) -> ReplicaKind {
+        self.settings.scheduling_policy = Some(policy.as_str().to_owned());
+        self
+    }
+
+    /// The model profile's name.
+    pub fn model(&self) -> &str {
+        self.settings.model.as_deref().unwrap_or(DEFAULT_MODEL)
+    }
+
+    /// The GPU's name.
+    pub fn gpu(&self) -> &str {
+        self.settings.gpu.as_deref().unwrap_or(DEFAULT_GPU)
+    }
+
+    /// The tensor-parallel degree.
+    pub fn tp(&self) -> u32 {
+        self.settings.tp.unwrap_or(DEFAULT_TP)
+    }
+
+    /// GPU LoRA slots; 0 is LoRA off.
+    pub fn max_loras(&self) -> u32 {
+        self.settings.max_loras.unwrap_or(0)
+    }
+
+    /// The engine each of these replicas runs, as `infergate sim` would start it.
+    pub fn engine_config(&self) -> Result<EngineConfig, SettingsError> {
+        EngineConfig::from_settings(&self.settings)
+    }
 }
 
 /// Where request lengths come from.
@@ -208,23 +258,15 @@ impl Scenario {
     }
 
     /// Replicas in the fleet.
-    pub fn replicas(&self) -> impl Iterator<Item = ReplicaKind> + '_ {
+    pub fn replicas(&self) -> impl Iterator<Item = &ReplicaKind> + '_ {
         self.fleet
             .iter()
-            .flat_map(|k| std::iter::repeat_n(*k, k.count as usize))
+            .flat_map(|k| std::iter::repeat_n(k, k.count as usize))
     }
 }
 
-fn kind(model: &'static str, gpu: &'static str, tp: u32, count: u32) -> ReplicaKind {
-    ReplicaKind {
-        model,
-        gpu,
-        tp,
-        count,
-        max_loras: 0,
-        max_cpu_loras: 0,
-        scheduling: SchedulingPolicy::Fcfs,
-    }
+fn kind(model: &str, gpu: &str, tp: u32, count: u32) -> ReplicaKind {
+    ReplicaKind::new(model, gpu, tp, count)
 }
 
 /// Every scenario the runner knows, in the reference's order.
@@ -299,11 +341,7 @@ pub fn all() -> Vec<Scenario> {
         },
         Scenario {
             id: "lora-hotset-8b",
-            fleet: vec![ReplicaKind {
-                max_loras: 4,
-                max_cpu_loras: 16,
-                ..kind("llama-3.1-8b", "h100", 1, 4)
-            }],
+            fleet: vec![kind("llama-3.1-8b", "h100", 1, 4).with_loras(4, 16)],
             arrivals: Arrivals::Poisson,
             lengths: Lengths::AzureConversation,
             load: 0.6,
@@ -329,10 +367,9 @@ pub fn all() -> Vec<Scenario> {
         // reorder what already waits inside a server, the server can.
         Scenario {
             id: "priority-overload-8b-vllm-priority",
-            fleet: vec![ReplicaKind {
-                scheduling: SchedulingPolicy::Priority,
-                ..kind("llama-3.1-8b", "h100", 1, 4)
-            }],
+            fleet: vec![
+                kind("llama-3.1-8b", "h100", 1, 4).with_scheduling(SchedulingPolicy::Priority)
+            ],
             arrivals: Arrivals::Poisson,
             lengths: Lengths::AzureConversation,
             load: 1.3,

@@ -82,10 +82,11 @@ pub struct Offered {
 /// Measures the fleet's capacity and derives the offered rate.
 pub fn offered(scenario: &Scenario) -> Result<Offered, BenchError> {
     let capacity_rps = fleet_capacity(scenario, 7)?;
+    // A fleet file's own `maxModelLen` counts: requests longer than a replica takes would fail.
     let max_model_len = scenario
         .replicas()
-        .filter_map(|k| infergate_engine::Profile::lookup(k.model, k.gpu, k.tp).ok())
-        .map(|p| p.default_max_model_len())
+        .filter_map(|k| k.engine_config().ok())
+        .map(|c| c.max_model_len)
         .min()
         .unwrap_or(4_096);
     Ok(Offered {

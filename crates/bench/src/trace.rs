@@ -24,12 +24,12 @@ pub struct TraceRequest {
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
     /// The file could not be read.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         /// Which file.
         path: PathBuf,
         /// What went wrong.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A line did not parse.
     #[error("{path}:{line}: {reason}")]
@@ -72,7 +72,7 @@ pub fn traces_dir() -> PathBuf {
 pub fn read_azure_csv(path: &Path) -> Result<Vec<TraceRequest>, TraceError> {
     let text = std::fs::read_to_string(path).map_err(|source| TraceError::Io {
         path: path.to_owned(),
-        source,
+        error: source,
     })?;
     let mut out = Vec::new();
     let mut first: Option<f64> = None;
@@ -128,7 +128,7 @@ struct MooncakeLine {
 pub fn read_mooncake_jsonl(path: &Path) -> Result<Vec<MooncakeRequest>, TraceError> {
     let text = std::fs::read_to_string(path).map_err(|source| TraceError::Io {
         path: path.to_owned(),
-        source,
+        error: source,
     })?;
     let mut out = Vec::new();
     let mut first: Option<u64> = None;
@@ -172,7 +172,7 @@ impl TraceFormat {
     pub fn detect(path: &Path) -> Result<Option<TraceFormat>, TraceError> {
         let text = std::fs::read_to_string(path).map_err(|source| TraceError::Io {
             path: path.to_owned(),
-            source,
+            error: source,
         })?;
         let Some(first) = text.lines().map(str::trim).find(|l| !l.is_empty()) else {
             return Ok(None);

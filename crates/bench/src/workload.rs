@@ -126,7 +126,7 @@ impl Shape {
             .map(|(i, &at)| {
                 let (prompt_tokens, output_tokens, block_hashes) = match self {
                     Shape::Sampled(pairs) => {
-                        let (input, output) = pairs[rng.below(pairs.len() as u64) as usize];
+                        let (input, output) = pairs[rng.below(pairs.len())];
                         let output = output.max(1).min(max_model_len / 2);
                         let input = input.max(1).min(max_model_len - output);
                         (input, output, unique_chain(i as u64, input / BLOCK_SIZE))
@@ -138,8 +138,8 @@ impl Shape {
                         question_tokens,
                         output_tokens,
                     } => {
-                        let group = rng.below(u64::from(*groups));
-                        let question = rng.below(u64::from(*prompts_per_group));
+                        let group = rng.below(*groups as usize) as u64;
+                        let question = rng.below(*prompts_per_group as usize) as u64;
                         let prompt = system_tokens + question_tokens;
                         let system_blocks = system_tokens / BLOCK_SIZE;
                         let mut hashes = chain(mix(0x5157_0000 ^ group), system_blocks, 0);

@@ -32,7 +32,7 @@ fn itl_is_the_engines_step_time_and_a_prefill_shows_as_one_long_gap() {
     let mut s = scenario::by_id("shared-prefix-8b").unwrap();
     s.fleet.truncate(1);
     s.fleet[0].count = 1;
-    let kind = s.fleet[0];
+    let kind = s.fleet[0].clone();
     // A decodes alone for about a second; B's 8,000-token prompt then joins its batch.
     let requests = vec![request(0, 128, 300, 1), request(1_000, 8_000, 2, 2)];
     let options = RunOptions {
@@ -45,7 +45,7 @@ fn itl_is_the_engines_step_time_and_a_prefill_shows_as_one_long_gap() {
     let gaps = &out.token_gaps_ms[0];
     assert_eq!(gaps.len(), 299, "one gap between each two of 300 tokens");
 
-    let model = StepTimeModel::new(&Profile::lookup(kind.model, kind.gpu, kind.tp).unwrap());
+    let model = StepTimeModel::new(&Profile::lookup(kind.model(), kind.gpu(), kind.tp()).unwrap());
     let step_ms = model.decode_nanos(1, 128 + 150) / 1e6;
     let result = summarize("round-robin", &out);
     let itl = result.itl_ms;

@@ -28,6 +28,13 @@ pub const API_VERSION: &str = "infergate.dev/v1alpha1";
 /// Its `kind`.
 pub const KIND: &str = "SimulatedFleet";
 
+/// The model profile of a replica whose settings name none (`infergate sim`'s `--model`).
+pub const DEFAULT_MODEL: &str = "llama-3.1-8b";
+/// The GPU of a replica whose settings name none (`infergate sim`'s `--gpu`).
+pub const DEFAULT_GPU: &str = "h100";
+/// The tensor-parallel degree of a replica whose settings name none (`infergate sim`'s `--tp`).
+pub const DEFAULT_TP: u32 = 1;
+
 /// A fleet file as written.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -163,8 +170,9 @@ pub struct SimEndpoint {
 /// Why a fleet file was refused; each names the field.
 #[derive(Debug, thiserror::Error)]
 pub enum FleetError {
-    /// Not YAML, or a field of the wrong type or unknown.
-    #[error("{0}")]
+    /// Not YAML, or a field of the wrong type or unknown. Forwarded whole, so its message is
+    /// printed once (see the rule in `gateway::error`).
+    #[error(transparent)]
     Syntax(#[from] serde_norway::Error),
     /// A field with a value the simulator cannot use.
     #[error("{field}: {reason}")]

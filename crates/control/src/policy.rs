@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use infergate_config::gateway::{EffectiveWeights, EngineType, PickerSource, Pool};
-use infergate_picker::config::{EndpointPickerConfig, Weights};
+use infergate_picker::config::{PickerConfig, ScorerWeights, Weights};
 use infergate_picker::metrics::Engine;
 use infergate_picker::Policy;
 
@@ -33,7 +33,7 @@ pub fn pool_policy(pool: &Pool, config_dir: Option<&Path>) -> Result<Policy, Gat
         reason,
     };
     match &pool.picker {
-        PickerSource::Weights(w) => Ok(Policy::Weighted(picker_weights(w).to_profile(&pool.name))),
+        PickerSource::Weights(w) => Ok(Policy::Weighted(w.to_profile(&pool.name))),
         PickerSource::File(path) => {
             let path = match config_dir {
                 Some(dir) if Path::new(path).is_relative() => dir.join(path),
@@ -41,7 +41,7 @@ pub fn pool_policy(pool: &Pool, config_dir: Option<&Path>) -> Result<Policy, Gat
             };
             let text = std::fs::read_to_string(&path)
                 .map_err(|e| picker_error(format!("pickerConfigFile {}: {e}", path.display())))?;
-            let epc: EndpointPickerConfig = serde_norway::from_str(&text)
+            let epc = infergate_config::picker::from_yaml_str(&text)
                 .map_err(|e| picker_error(format!("pickerConfigFile {}: {e}", path.display())))?;
             let profile = epc
                 .to_profile()

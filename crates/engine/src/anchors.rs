@@ -304,7 +304,7 @@ fn closed_loop_tpot() -> Vec<AnchorResult> {
         .map(|(concurrency, measured)| {
             let mut e = engine("llama-3.1-8b", "h100", 1, |_| {});
             let mut rng = Rng::new(11);
-            let mut spread = |mean: u32| mean / 2 + rng.below(u64::from(mean) + 1) as u32;
+            let mut spread = |mean: u32| mean / 2 + rng.below(mean as usize + 1) as u32;
             let arrivals: Vec<Arrival> = (0..(concurrency * 8) as u32)
                 .map(|i| {
                     let (input, output) = (spread(1024), spread(128));

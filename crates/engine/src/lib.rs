@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod profile;
 pub mod rng;
 mod seq;
+pub mod settings;
 pub mod step_time;
 pub mod tokens;
 
@@ -24,6 +25,7 @@ pub use config::{ConfigError, EngineConfig, SchedulingPolicy};
 pub use engine::{Engine, Event, EventKind, NewRequest, RequestId, SubmitError, Usage};
 pub use metrics::{EngineCounters, EngineGauges, FinishReason};
 pub use profile::{Profile, ProfileError};
+pub use settings::SettingsError;
 
 /// Tokens per KV block.
 pub const BLOCK_SIZE: u32 = 16;

@@ -1,12 +1,28 @@
 //! One request's state inside the engine.
 
 use crate::blocks::{BlockHash, BlockId, BlockPool};
-use crate::engine::RequestId;
 use crate::lora::AdapterId;
 use crate::metrics::FinishReason;
 use crate::tokens::generated_block_hash;
 use crate::BLOCK_SIZE;
 use std::time::Duration;
+
+/// A request's handle: a slot index and the slot's generation, so stale ids never alias.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RequestId(u64);
+
+impl RequestId {
+    pub(crate) fn new(slot: u32, generation: u32) -> RequestId {
+        RequestId(u64::from(generation) << 32 | u64::from(slot))
+    }
+    pub(crate) fn slot(self) -> u32 {
+        self.0 as u32
+    }
+    /// The id as a number, for logs and response ids.
+    pub fn as_u64(self) -> u64 {
+        self.0
+    }
+}
 
 /// Blocks needed to hold `tokens` tokens.
 pub(crate) fn blocks_for(tokens: u32) -> u32 {

@@ -64,7 +64,7 @@ pub fn write(dir: &Path, scenarios: &[Scenario], reports: &[ScenarioReport]) -> 
         let replicas: Vec<String> = s
             .replicas()
             .enumerate()
-            .map(|(i, k)| format!("{i}: {} tp{}", k.gpu, k.tp))
+            .map(|(i, k)| format!("{i}: {} tp{}", k.gpu(), k.tp()))
             .collect();
         // Queues for the baseline and infergate only: the CDF already compares every policy, and
         // two queue plots show the difference without a file per policy.

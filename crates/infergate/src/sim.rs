@@ -1,13 +1,12 @@
 //! `infergate sim`: simulated vLLM-compatible servers, one from flags or a fleet from a file.
 //!
 //! Flags and fleet files go through one conversion path: both become
-//! [`infergate_config::fleet::SimSettings`], and only [`engine_config`] turns those into an
+//! [`infergate_config::fleet::SimSettings`], and only [`crate::sim_serve::engine_config`] turns those into an
 //! engine configuration, so a flag and the same field in a file always mean the same thing.
 
 use anyhow::{bail, Context};
 use clap::Args;
 use infergate_config::fleet::{FleetFile, SimEndpoint, SimSettings};
-use infergate_engine::{EngineConfig, Profile};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 
@@ -106,51 +105,6 @@ impl SimArgs {
             mean_output_tokens: self.mean_output_tokens,
         }
     }
-}
-
-/// Builds a replica's engine configuration from its settings; unset fields keep vLLM's
-/// defaults for the profile.
-pub fn engine_config(settings: &SimSettings) -> anyhow::Result<EngineConfig> {
-    let model = settings.model.as_deref().unwrap_or("llama-3.1-8b");
-    let profile = if model == "instant" {
-        Profile::instant()
-    } else {
-        let gpu = settings.gpu.as_deref().unwrap_or("h100");
-        Profile::lookup(model, gpu, settings.tp.unwrap_or(1))?
-    };
-    let mut config = EngineConfig::new(profile);
-    if let Some(v) = settings.max_num_seqs {
-        config.max_num_seqs = v;
-    }
-    if let Some(v) = settings.max_num_batched_tokens {
-        config.max_num_batched_tokens = v;
-    }
-    if let Some(v) = settings.max_model_len {
-        config.max_model_len = v;
-    }
-    if let Some(v) = settings.prefix_caching {
-        config.enable_prefix_caching = v;
-    }
-    if let Some(v) = settings.chunked_prefill {
-        config.enable_chunked_prefill = v;
-        if !v && settings.max_num_batched_tokens.is_none() {
-            // vLLM's budget without chunked prefill: max(max_model_len, 2048).
-            config.max_num_batched_tokens = config.max_model_len.max(2048);
-        }
-    }
-    if let Some(v) = &settings.scheduling_policy {
-        config.scheduling_policy = v.parse().map_err(anyhow::Error::msg)?;
-    }
-    if let Some(v) = settings.max_loras {
-        config.max_loras = v;
-        config.max_cpu_loras = settings.max_cpu_loras.unwrap_or(v);
-    }
-    if let Some(v) = settings.seed {
-        config.seed = v;
-    }
-    config.report_every_token = true;
-    config.validate()?;
-    Ok(config)
 }
 
 /// A replica to start: where, with which labels and settings.

@@ -1,8 +1,8 @@
 //! Starting the replicas of `infergate sim` and running them until Ctrl-C or SIGTERM.
 
-use crate::sim::engine_config;
 use anyhow::Context;
-use infergate_config::fleet::SimEndpoint;
+use infergate_config::fleet::{SimEndpoint, SimSettings};
+use infergate_engine::EngineConfig;
 use infergate_simserver::{Dialect, Faults, ReplicaSpec, DEFAULT_MEAN_OUTPUT_TOKENS};
 
 /// Builds one server spec per endpoint (every spec checked before anything binds), binds them
@@ -51,4 +51,13 @@ pub fn serve(endpoints: Vec<SimEndpoint>, faults: Faults) -> anyhow::Result<()> 
         infergate_simserver::serve_fleet(replicas, crate::serve::shutdown_signal()).await?;
         Ok(())
     })
+}
+
+/// Builds a replica's engine configuration from its settings, through the one conversion the
+/// benchmark's fleet files use too ([`EngineConfig::from_settings`]); unset fields keep vLLM's
+/// defaults for the profile.
+pub fn engine_config(settings: &SimSettings) -> anyhow::Result<EngineConfig> {
+    let mut config = EngineConfig::from_settings(settings)?;
+    config.report_every_token = true;
+    Ok(config)
 }

@@ -5,7 +5,7 @@ use anyhow::Context;
 use clap::Args;
 use infergate_bench::scenario;
 use infergate_bench::tune::{tune, TuneOptions};
-use infergate_picker::config::EndpointPickerConfig;
+use infergate_picker::config::{EndpointPickerConfig, PickerConfig};
 use infergate_picker::Profile;
 use std::time::Duration;
 

@@ -22,15 +22,7 @@ const SEED: u64 = 3;
 fn scenario() -> Scenario {
     Scenario {
         id: "live-agreement",
-        fleet: vec![ReplicaKind {
-            model: "llama-3.1-8b",
-            gpu: "a10g",
-            tp: 1,
-            count: 2,
-            max_loras: 0,
-            max_cpu_loras: 0,
-            scheduling: infergate_engine::SchedulingPolicy::Fcfs,
-        }],
+        fleet: vec![ReplicaKind::new("llama-3.1-8b", "a10g", 1, 2)],
         arrivals: Arrivals::Poisson,
         lengths: Lengths::AzureConversation,
         load: 0.4,

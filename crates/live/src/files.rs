@@ -42,23 +42,45 @@ pub fn fleet_yaml(
          defaults: {{servedModelName: {MODEL}}}\n  endpoints:\n"
     );
     for (i, (kind, addr)) in scenario.replicas().zip(addrs).enumerate() {
-        let lora = if kind.max_loras > 0 {
+        let lora = if kind.max_loras() > 0 {
             format!(
                 ", maxLoras: {}, maxCpuLoras: {}, loras: [{}]",
-                kind.max_loras,
-                kind.max_cpu_loras.max(kind.max_loras),
+                kind.max_loras(),
+                kind.settings
+                    .max_cpu_loras
+                    .unwrap_or(0)
+                    .max(kind.max_loras()),
                 adapters.join(", ")
             )
         } else {
             String::new()
         };
+        // The engine arguments a scenario from a fleet file may set, so the live replica runs
+        // the engine its virtual twin runs.
+        let s = &kind.settings;
+        let mut args = String::new();
+        for (name, value) in [
+            ("maxNumSeqs", s.max_num_seqs.map(|v| v.to_string())),
+            (
+                "maxNumBatchedTokens",
+                s.max_num_batched_tokens.map(|v| v.to_string()),
+            ),
+            ("maxModelLen", s.max_model_len.map(|v| v.to_string())),
+            ("prefixCaching", s.prefix_caching.map(|v| v.to_string())),
+            ("chunkedPrefill", s.chunked_prefill.map(|v| v.to_string())),
+            ("schedulingPolicy", s.scheduling_policy.clone()),
+        ] {
+            if let Some(value) = value {
+                let _ = write!(args, ", {name}: {value}");
+            }
+        }
         let _ = writeln!(
             out,
             "    - address: {addr}\n      labels: {{app: {APP_LABEL}}}\n      \
-             sim: {{model: {}, gpu: {}, tp: {}, seed: {}{lora}}}",
-            kind.model,
-            kind.gpu,
-            kind.tp,
+             sim: {{model: {}, gpu: {}, tp: {}, seed: {}{lora}{args}}}",
+            kind.model(),
+            kind.gpu(),
+            kind.tp(),
             replica_seed(seed, i)
         );
     }
@@ -157,7 +179,6 @@ mod tests {
     use super::*;
     use infergate_bench::scenario::ReplicaKind;
     use infergate_bench::workload::Arrivals;
-    use infergate_engine::SchedulingPolicy;
 
     fn addrs(n: u16) -> Vec<SocketAddr> {
         (0..n)
@@ -170,24 +191,8 @@ mod tests {
         let scenario = Scenario {
             id: "t",
             fleet: vec![
-                ReplicaKind {
-                    model: "llama-3.1-8b",
-                    gpu: "h100",
-                    tp: 1,
-                    count: 2,
-                    max_loras: 0,
-                    max_cpu_loras: 0,
-                    scheduling: SchedulingPolicy::Fcfs,
-                },
-                ReplicaKind {
-                    model: "qwen3-32b",
-                    gpu: "a10g",
-                    tp: 4,
-                    count: 1,
-                    max_loras: 2,
-                    max_cpu_loras: 4,
-                    scheduling: SchedulingPolicy::Fcfs,
-                },
+                ReplicaKind::new("llama-3.1-8b", "h100", 1, 2),
+                ReplicaKind::new("qwen3-32b", "a10g", 4, 1).with_loras(2, 4),
             ],
             arrivals: Arrivals::Poisson,
             lengths: infergate_bench::scenario::Lengths::AzureConversation,

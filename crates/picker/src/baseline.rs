@@ -2,8 +2,8 @@
 //! better) over the candidates.
 
 use crate::policy::SglangParams;
-use crate::rng::SplitMix64;
 use crate::scorer::Candidates;
+use infergate_rng::SplitMix64;
 
 /// `round-robin`.
 pub(crate) fn round_robin(cands: &Candidates, rotation: &mut u64, key: &mut Vec<f64>) -> usize {

@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::endpoint::EndpointSpec;
-use crate::scorer::{nanos, Candidates, NEVER_SCRAPED};
+use crate::pool::{nanos, NEVER_SCRAPED};
+use crate::scorer::Candidates;
 
 /// A filter and its parameters.
 #[derive(Debug, Clone, PartialEq)]

@@ -20,7 +20,9 @@
 //! on a realistic pool of any size, with a clock the caller passes in.
 //!
 //! Configuration arrives as HyperPod [`config::Weights`] or a GIE
-//! [`config::EndpointPickerConfig`], both turned into a [`Profile`]; or as a named [`Policy`].
+//! [`config::EndpointPickerConfig`] (formats and defaults from the config crate), both turned
+//! into a [`Profile`] ([`config::ScorerWeights`], [`config::PickerConfig`]); or as a named
+//! [`Policy`].
 //!
 //! ```
 //! use std::time::Duration;
@@ -77,7 +79,6 @@ mod pool;
 pub mod prefix;
 mod profile;
 mod request;
-mod rng;
 mod scorer;
 mod select;
 pub mod speed;
@@ -86,13 +87,14 @@ pub use counters::{DispatchMark, EndpointCounters, InFlightGuard, LocalLoad};
 pub use endpoint::{EndpointId, EndpointSpec, LoraInfo, ScrapedMetrics};
 pub use error::{ConfigError, ParseError, PickError, PoolError};
 pub use filter::Filter;
+/// The house's one seeded generator, re-exported where the picker's callers have always found it.
+pub use infergate_rng::SplitMix64;
 pub use latency::{LatencyEstimate, LatencyModel, LatencyParams, TtftFeatures};
 pub use picker::{Dispatch, Pick, Picker, TtftTicket};
 pub use policy::{Policy, SglangParams};
 pub use pool::Pool;
 pub use profile::{weighted, Profile, WeightedScorer, DEFAULT_FALLBACKS, DEFAULT_MAX_METRICS_AGE};
 pub use request::RequestFeatures;
-pub use rng::SplitMix64;
 pub use scorer::{
     kv_headroom_score, load_aware_score, lora_affinity_score, min_max_scores, prefix_score,
     share_scores, Scorer,

@@ -34,10 +34,10 @@ use crate::policy::Policy;
 use crate::pool::{Membership, Pool};
 use crate::prefix::{IndexStats, PrefixIndex};
 use crate::request::RequestFeatures;
-use crate::rng::SplitMix64;
 use crate::scorer::state::{ColdLru, SessionTable};
 use crate::scorer::{Candidates, Members, ScoreInput, Work};
 use crate::select;
+use infergate_rng::SplitMix64;
 
 /// Sessions remembered by the session-affinity scorer.
 const SESSION_CAPACITY: usize = 65_536;

@@ -13,7 +13,20 @@ use std::time::Duration;
 use crate::counters::{DispatchMark, EndpointCounters, LocalLoad};
 use crate::endpoint::{EndpointId, EndpointSpec, ScrapedMetrics};
 use crate::error::PoolError;
-use crate::scorer::{nanos, signal, NEVER_SCRAPED};
+
+/// `scraped_ns` of an endpoint that was never scraped.
+pub(crate) const NEVER_SCRAPED: u64 = u64::MAX;
+
+/// Nanoseconds of `d`, saturating: how the pool stores scrape times.
+pub(crate) fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX - 1)
+}
+
+/// A scraped signal as stored in the pool's compact per-endpoint array: NaN when unknown (or not
+/// finite).
+pub(crate) fn signal(x: Option<f64>) -> f64 {
+    x.filter(|v| v.is_finite()).unwrap_or(f64::NAN)
+}
 
 /// The immutable part of a pool: who is in it.
 #[derive(Debug)]

@@ -1,6 +1,6 @@
 //! Selection: from scored candidates to a primary and ordered fallbacks.
 
-use crate::rng::SplitMix64;
+use infergate_rng::SplitMix64;
 
 /// How ties between equal best scores are broken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

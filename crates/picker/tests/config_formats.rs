@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use infergate_picker::config::{EndpointPickerConfig, Weights};
+use infergate_picker::config::{EndpointPickerConfig, PickerConfig, ScorerWeights, Weights};
 use infergate_picker::{weighted, ConfigError, Filter, Scorer, Selection, TieBreak};
 
 fn epp(json: &str) -> Result<infergate_picker::Profile, ConfigError> {

@@ -48,7 +48,7 @@ struct CaptureLine {
 pub fn read_capture_jsonl(path: &Path) -> Result<Vec<CapturedRequest>, TraceError> {
     let text = std::fs::read_to_string(path).map_err(|source| TraceError::Io {
         path: path.to_owned(),
-        source,
+        error: source,
     })?;
     let mut out: Vec<(f64, CapturedRequest)> = Vec::new();
     for (i, line) in text.lines().enumerate() {

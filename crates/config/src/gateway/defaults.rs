@@ -10,6 +10,11 @@ use std::time::Duration;
 use super::scheduler::{AppProtocol, EngineType, SchedulerKind};
 use super::traffic::{Band, Fairness, RateLimitStore, StoreFailure};
 
+/// `spec.bbr.enabled` when `spec.bbr` is left out (a written block must say): on, the only value valid
+/// for any number of schedulers (more than one needs it), and the documented behaviour of a
+/// gateway that routes by the body's `model` (a model no scheduler serves gets 404, or the
+/// `defaultBackend`).
+pub const BBR_ENABLED: bool = true;
 /// `spec.bbr.maxRequestBodyBytes`: default, and also the largest value accepted (256 MiB).
 pub const MAX_REQUEST_BODY_BYTES: u64 = 268_435_456;
 /// `spec.bbr.defaultBackend.port`.

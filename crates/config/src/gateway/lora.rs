@@ -23,7 +23,8 @@ use std::collections::BTreeMap;
 
 use super::defaults::{self, limits};
 use super::error::{invalid, GatewayConfigError};
-use super::types::{GatewaySpec, ObjectMeta};
+use super::meta::ObjectMeta;
+use super::scheduler::SchedulerSpec;
 
 /// `spec.loraAdapterMaps[]`, or the data of one ConfigMap.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -201,19 +202,21 @@ pub struct AdapterTable {
 
 impl AdapterTable {
     /// Merges, in order: each scheduler's `loraAdapters` (base model: its `modelName`),
-    /// `spec.loraAdapterMaps`, then the ConfigMaps.
+    /// `spec.loraAdapterMaps` (`maps`), then the ConfigMaps. It takes the two lists rather than
+    /// the whole spec, so that this module needs only the parts of the document it merges.
     pub fn build(
-        spec: &GatewaySpec,
+        schedulers: &[SchedulerSpec],
+        maps: &[LoraAdapterMap],
         config_maps: &[ConfigMapAdapterMap],
     ) -> Result<AdapterTable, GatewayConfigError> {
         let mut table = AdapterTable::default();
-        for (i, s) in spec.schedulers.iter().enumerate() {
+        for (i, s) in schedulers.iter().enumerate() {
             for (j, adapter) in s.lora_adapters.iter().enumerate() {
                 let origin = format!("spec.schedulers[{i}].loraAdapters[{j}]");
                 table.insert(adapter, &s.model_name, origin)?;
             }
         }
-        for (i, m) in spec.lora_adapter_maps.iter().enumerate() {
+        for (i, m) in maps.iter().enumerate() {
             table.insert_map(m, &format!("spec.loraAdapterMaps[{i}]"))?;
         }
         for cm in config_maps {

@@ -13,8 +13,9 @@
 //!   [`ResolvedGateway::lookup_model`] reads per request.
 //! - `Display` on [`ResolvedGateway`] is what `infergate check --config F` prints.
 //!
-//! Converting weights or an `EndpointPickerConfig` into a picker profile is the picker's (or the
-//! gateway's) business; this crate keeps them as written, validated.
+//! Converting weights or an `EndpointPickerConfig` (its format is [`crate::picker`]) into a
+//! picker profile is the picker's business; this crate keeps them as written, validated, with
+//! the defaults applied.
 
 mod address;
 mod auth;
@@ -23,6 +24,7 @@ mod deploy;
 mod duration;
 mod error;
 mod lora;
+mod meta;
 mod report;
 mod resolve;
 mod scheduler;

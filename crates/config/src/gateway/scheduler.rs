@@ -142,8 +142,9 @@ impl EngineType {
 
 /// `weights`: non-negative integers; 0 turns a scorer off. A field left out takes its default
 /// ([`super::defaults::WEIGHT_QUEUE`], [`super::defaults::WEIGHT_KV_CACHE`], [`super::defaults::WEIGHT_PREFIX`], the
-/// others off), whether or not the block is written. The same shape as the picker's `Weights`;
-/// the conversion into a picker profile lives outside this crate.
+/// others off), whether or not the block is written; [`super::EffectiveWeights`] is them with
+/// the defaults applied. This is the format's one home: the picker re-exports it and turns
+/// [`super::EffectiveWeights`] into scorers (`infergate_picker::config::ScorerWeights`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Weights {

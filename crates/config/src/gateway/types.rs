@@ -10,6 +10,7 @@ use std::fmt;
 use super::auth::Auth;
 use super::deploy::PodDefaults;
 use super::lora::LoraAdapterMap;
+pub use super::meta::ObjectMeta;
 use super::scheduler::SchedulerSpec;
 use super::traffic::{FlowControl, ModelRewrite, RateLimits, Tenancy};
 
@@ -63,41 +64,12 @@ pub enum Kind {
     InferenceGatewayConfig,
 }
 
-/// The parts of Kubernetes `ObjectMeta` a config file or an exported object carries.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct ObjectMeta {
-    /// Object name.
-    #[serde(default)]
-    pub name: Option<String>,
-    /// Namespace (Kubernetes discovery looks for pods here by default).
-    #[serde(default)]
-    pub namespace: Option<String>,
-    /// Labels.
-    #[serde(default)]
-    pub labels: BTreeMap<String, String>,
-    /// Annotations.
-    #[serde(default)]
-    pub annotations: BTreeMap<String, String>,
-    /// Set by the API server; accepted so exported objects load.
-    #[serde(default)]
-    pub uid: Option<String>,
-    /// Set by the API server.
-    #[serde(default)]
-    pub resource_version: Option<String>,
-    /// Set by the API server.
-    #[serde(default)]
-    pub generation: Option<i64>,
-    /// Set by the API server.
-    #[serde(default)]
-    pub creation_timestamp: Option<String>,
-}
-
 /// `spec`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct GatewaySpec {
-    /// The body-based router.
+    /// The body-based router; left out, [`Bbr::default`] (enabled, every field at its default).
+    #[serde(default)]
     pub bbr: Bbr,
     /// TLS on the listener; absent means plain HTTP.
     #[serde(default)]
@@ -144,7 +116,9 @@ pub struct GatewaySpec {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Bbr {
-    /// Body-based routing on; must be true with more than one scheduler.
+    /// Body-based routing on; must be true with more than one scheduler. Required in a written
+    /// `bbr` block, as upstream's schema has it; a config without the block gets
+    /// [`super::defaults::BBR_ENABLED`].
     pub enabled: bool,
     /// Largest body read (413 above), at most [`super::defaults::MAX_REQUEST_BODY_BYTES`].
     #[serde(default)]
@@ -155,6 +129,19 @@ pub struct Bbr {
     /// BBR replicas, at least 1 (deployment only).
     #[serde(default)]
     pub replicas: Option<u32>,
+}
+
+impl Default for Bbr {
+    /// What a config without `spec.bbr` gets: routing by the body's model, every limit at its
+    /// default.
+    fn default() -> Bbr {
+        Bbr {
+            enabled: super::defaults::BBR_ENABLED,
+            max_request_body_bytes: None,
+            default_backend: None,
+            replicas: None,
+        }
+    }
 }
 
 /// `spec.bbr.defaultBackend`.

@@ -34,22 +34,7 @@ mod priority;
 mod running;
 mod schedule;
 
-/// A request's handle: a slot index and the slot's generation, so stale ids never alias.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct RequestId(u64);
-
-impl RequestId {
-    fn new(slot: u32, generation: u32) -> RequestId {
-        RequestId(u64::from(generation) << 32 | u64::from(slot))
-    }
-    fn slot(self) -> u32 {
-        self.0 as u32
-    }
-    /// The id as a number, for logs and response ids.
-    pub fn as_u64(self) -> u64 {
-        self.0
-    }
-}
+pub use crate::seq::RequestId;
 
 /// What the caller asks the engine to run.
 #[derive(Debug, Clone, PartialEq)]

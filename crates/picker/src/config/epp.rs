@@ -1,71 +1,20 @@
-//! The Gateway API Inference Extension's `EndpointPickerConfig` (the `configMapRef` format).
+//! An `EndpointPickerConfig` (the `pickerConfigFile` / `configMapRef` format, whose home is
+//! `infergate_config::picker`) becomes a [`Profile`] here.
 
 use std::collections::{BTreeMap, HashMap};
 
-use serde::{Deserialize, Serialize};
+use infergate_config::picker::{
+    EndpointPickerConfig, ParamValue, PickerConfigError, PluginRef, SchedulingProfileSpec,
+};
 
-use super::params::{ParamValue, Params};
+use super::params::Params;
+use super::render::RenderError;
 use crate::error::ConfigError;
 use crate::filter::Filter;
 use crate::prefix::PrefixParams;
 use crate::profile::{weighted, Profile, DEFAULT_MAX_METRICS_AGE};
 use crate::scorer::Scorer;
 use crate::select::{Selection, TieBreak};
-
-/// An `EndpointPickerConfig` document.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct EndpointPickerConfig {
-    /// `inference.networking.x-k8s.io/v1alpha1`; not checked here.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub api_version: Option<String>,
-    /// `EndpointPickerConfig` when present.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
-    /// Declared plugins.
-    #[serde(default)]
-    pub plugins: Vec<PluginSpec>,
-    /// Profiles referring to the plugins by name.
-    #[serde(default)]
-    pub scheduling_profiles: Vec<SchedulingProfileSpec>,
-}
-
-/// A declared plugin.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct PluginSpec {
-    /// The plugin type, e.g. `queue-scorer`.
-    #[serde(rename = "type")]
-    pub plugin_type: String,
-    /// The name profiles use; defaults to the type.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// Type-specific parameters.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parameters: Option<BTreeMap<String, ParamValue>>,
-}
-
-/// A scheduling profile.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct SchedulingProfileSpec {
-    /// The profile's name.
-    pub name: String,
-    /// The plugins it uses.
-    #[serde(default)]
-    pub plugins: Vec<PluginRef>,
-}
-
-/// A plugin used by a profile.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct PluginRef {
-    /// A declared plugin's name.
-    pub plugin_ref: String,
-    /// Scorer weight (default 1); only scorers take one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub weight: Option<f64>,
-}
 
 /// A declared plugin, parsed.
 #[derive(Debug, Clone, PartialEq)]
@@ -84,132 +33,153 @@ const PREFIX_PARAMS: &[&str] = &[
     "autoTune",
 ];
 
-impl EndpointPickerConfig {
+/// What the picker makes of an `EndpointPickerConfig`: the profile it describes, and the
+/// document that describes a profile. A trait because the format's home is the config crate,
+/// which knows nothing of profiles.
+pub trait PickerConfig: Sized {
     /// The profile this config describes, with infergate's mechanics (stale exclusion, dispatch
     /// credit, rotated ties) under the configured plugins.
     ///
     /// One scheduling profile is supported (several would need a profile handler infergate does
     /// not implement: an error, not a silent choice). With none, every declared plugin is used,
     /// scorers with weight 1, as upstream does.
-    pub fn to_profile(&self) -> Result<Profile, ConfigError> {
-        if let Some(kind) = self
-            .kind
-            .as_deref()
-            .filter(|k| *k != "EndpointPickerConfig")
-        {
-            return Err(ConfigError::InvalidField {
-                field: "kind".into(),
-                reason: format!("expected EndpointPickerConfig, got {kind:?}"),
-            });
+    fn to_profile(&self) -> Result<Profile, ConfigError>;
+
+    /// The config whose [`PickerConfig::to_profile`] gives back `profile`. Upstream's mechanics
+    /// that only the built-in `gie-default` uses (random ties, no dispatch credit) have no
+    /// config form and are an error.
+    fn from_profile(profile: &Profile) -> Result<Self, RenderError>;
+}
+
+impl PickerConfig for EndpointPickerConfig {
+    fn to_profile(&self) -> Result<Profile, ConfigError> {
+        to_profile(self)
+    }
+
+    fn from_profile(profile: &Profile) -> Result<Self, RenderError> {
+        super::render::from_profile(profile)
+    }
+}
+
+fn to_profile(config: &EndpointPickerConfig) -> Result<Profile, ConfigError> {
+    // The format's own rules (the `kind`) are the config crate's; a document built in code
+    // rather than parsed meets them here.
+    config.validate().map_err(|e| match e {
+        PickerConfigError::Invalid { field, reason } => ConfigError::InvalidField { field, reason },
+        // Checking a parsed document reads no text, so it has no syntax to get wrong.
+        PickerConfigError::Syntax(e) => ConfigError::InvalidField {
+            field: "document".into(),
+            reason: e.to_string(),
+        },
+    })?;
+    let mut declared: HashMap<&str, Plugin> = HashMap::new();
+    let mut order: Vec<&str> = Vec::new();
+    for spec in &config.plugins {
+        let name = spec.name.as_deref().unwrap_or(&spec.plugin_type);
+        let plugin = parse_plugin(name, &spec.plugin_type, spec.parameters.as_ref())?;
+        if declared.insert(name, plugin).is_some() {
+            return Err(ConfigError::DuplicatePluginName(name.to_owned()));
         }
-        let mut declared: HashMap<&str, Plugin> = HashMap::new();
-        let mut order: Vec<&str> = Vec::new();
-        for spec in &self.plugins {
-            let name = spec.name.as_deref().unwrap_or(&spec.plugin_type);
-            let plugin = parse_plugin(name, &spec.plugin_type, spec.parameters.as_ref())?;
-            if declared.insert(name, plugin).is_some() {
-                return Err(ConfigError::DuplicatePluginName(name.to_owned()));
-            }
-            order.push(name);
+        order.push(name);
+    }
+    let implicit;
+    let profile_spec = match config.scheduling_profiles.as_slice() {
+        [] => {
+            implicit = SchedulingProfileSpec {
+                name: "default".into(),
+                plugins: order
+                    .iter()
+                    .map(|n| PluginRef {
+                        plugin_ref: (*n).to_owned(),
+                        weight: None,
+                    })
+                    .collect(),
+            };
+            &implicit
         }
-        let implicit;
-        let profile_spec = match self.scheduling_profiles.as_slice() {
-            [] => {
-                implicit = SchedulingProfileSpec {
-                    name: "default".into(),
-                    plugins: order
-                        .iter()
-                        .map(|n| PluginRef {
-                            plugin_ref: (*n).to_owned(),
-                            weight: None,
-                        })
-                        .collect(),
-                };
-                &implicit
-            }
-            [one] => one,
-            many => {
-                return Err(ConfigError::Profiles(format!(
-                    "{} profiles given; infergate runs exactly one per pool",
-                    many.len()
-                )))
-            }
-        };
-        let mut profile = Profile::with_scorers(profile_spec.name.clone(), Vec::new());
-        // The default stale filter stands unless the profile configures its own.
-        let default_filters = std::mem::take(&mut profile.filters);
-        let mut picker_seen = false;
-        let mut prefix_seen: Option<PrefixParams> = None;
-        for r in &profile_spec.plugins {
-            let plugin = declared.get(r.plugin_ref.as_str()).ok_or_else(|| {
-                ConfigError::UnknownPluginRef {
+        [one] => one,
+        many => {
+            return Err(ConfigError::Profiles(format!(
+                "{} profiles given; infergate runs exactly one per pool",
+                many.len()
+            )))
+        }
+    };
+    let mut profile = Profile::with_scorers(profile_spec.name.clone(), Vec::new());
+    // The default stale filter stands unless the profile configures its own.
+    let default_filters = std::mem::take(&mut profile.filters);
+    let mut picker_seen = false;
+    let mut prefix_seen: Option<PrefixParams> = None;
+    for r in &profile_spec.plugins {
+        let plugin =
+            declared
+                .get(r.plugin_ref.as_str())
+                .ok_or_else(|| ConfigError::UnknownPluginRef {
                     profile: profile_spec.name.clone(),
                     plugin_ref: r.plugin_ref.clone(),
+                })?;
+        let not_scorer = || ConfigError::WeightOnNonScorer {
+            profile: profile_spec.name.clone(),
+            plugin_ref: r.plugin_ref.clone(),
+        };
+        match plugin {
+            Plugin::Scorer(scorer, prefix) => {
+                let weight = r.weight.unwrap_or(1.0);
+                if !(weight.is_finite() && weight >= 0.0) {
+                    return Err(ConfigError::InvalidWeight {
+                        field: format!(
+                            "schedulingProfiles[{}].{}.weight",
+                            profile_spec.name, r.plugin_ref
+                        ),
+                        value: weight,
+                    });
                 }
-            })?;
-            let not_scorer = || ConfigError::WeightOnNonScorer {
-                profile: profile_spec.name.clone(),
-                plugin_ref: r.plugin_ref.clone(),
-            };
-            match plugin {
-                Plugin::Scorer(scorer, prefix) => {
-                    let weight = r.weight.unwrap_or(1.0);
-                    if !(weight.is_finite() && weight >= 0.0) {
-                        return Err(ConfigError::InvalidWeight {
-                            field: format!(
-                                "schedulingProfiles[{}].{}.weight",
-                                profile_spec.name, r.plugin_ref
-                            ),
-                            value: weight,
-                        });
-                    }
-                    if let Some(p) = prefix {
-                        set_prefix(&mut prefix_seen, *p, &r.plugin_ref)?;
-                    }
-                    profile.scorers.push(weighted(scorer.clone(), weight));
-                }
-                Plugin::Filter(f) => {
-                    if r.weight.is_some() {
-                        return Err(not_scorer());
-                    }
-                    profile.filters.push(f.clone());
-                }
-                Plugin::Picker(selection, max_endpoints) => {
-                    if r.weight.is_some() {
-                        return Err(not_scorer());
-                    }
-                    if picker_seen {
-                        return Err(ConfigError::SeveralPickers(profile_spec.name.clone()));
-                    }
-                    picker_seen = true;
-                    profile.selection = *selection;
-                    profile.max_fallbacks = max_endpoints.saturating_sub(1);
-                }
-                Plugin::PrefixProducer(p) => {
-                    if r.weight.is_some() {
-                        return Err(not_scorer());
-                    }
+                if let Some(p) = prefix {
                     set_prefix(&mut prefix_seen, *p, &r.plugin_ref)?;
                 }
-                Plugin::ProfileHandler => {
-                    if r.weight.is_some() {
-                        return Err(not_scorer());
-                    }
+                profile.scorers.push(weighted(scorer.clone(), weight));
+            }
+            Plugin::Filter(f) => {
+                if r.weight.is_some() {
+                    return Err(not_scorer());
+                }
+                profile.filters.push(f.clone());
+            }
+            Plugin::Picker(selection, max_endpoints) => {
+                if r.weight.is_some() {
+                    return Err(not_scorer());
+                }
+                if picker_seen {
+                    return Err(ConfigError::SeveralPickers(profile_spec.name.clone()));
+                }
+                picker_seen = true;
+                profile.selection = *selection;
+                profile.max_fallbacks = max_endpoints.saturating_sub(1);
+            }
+            Plugin::PrefixProducer(p) => {
+                if r.weight.is_some() {
+                    return Err(not_scorer());
+                }
+                set_prefix(&mut prefix_seen, *p, &r.plugin_ref)?;
+            }
+            Plugin::ProfileHandler => {
+                if r.weight.is_some() {
+                    return Err(not_scorer());
                 }
             }
         }
-        if let Some(p) = prefix_seen {
-            profile.prefix = p;
-        }
-        if !profile
-            .filters
-            .iter()
-            .any(|f| matches!(f, Filter::Stale { .. }))
-        {
-            profile.filters.splice(0..0, default_filters);
-        }
-        Ok(profile)
     }
+    if let Some(p) = prefix_seen {
+        profile.prefix = p;
+    }
+    if !profile
+        .filters
+        .iter()
+        .any(|f| matches!(f, Filter::Stale { .. }))
+    {
+        profile.filters.splice(0..0, default_filters);
+    }
+    Ok(profile)
 }
 
 /// Two prefix plugins may both configure the index only if they agree.

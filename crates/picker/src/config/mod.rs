@@ -1,14 +1,18 @@
-//! Configuration types for the picker, in the two formats users already write: HyperPod's
+//! The picker's side of the two configuration formats users already write: HyperPod's
 //! scheduler `weights` and the Gateway API Inference Extension's `EndpointPickerConfig`. Both
-//! convert into one [`crate::Profile`]. Reading the files is the config crate's job; these types
-//! only derive `Deserialize` (camelCase, unknown fields rejected) and convert.
+//! formats, their defaults and their parsing live in the config crate; here each becomes one
+//! [`crate::Profile`] ([`ScorerWeights`], [`PickerConfig`]). The types are re-exported where
+//! the picker's callers have always found them.
 
 mod epp;
 mod params;
 mod render;
 mod weights;
 
-pub use epp::{EndpointPickerConfig, PluginRef, PluginSpec, SchedulingProfileSpec};
-pub use params::ParamValue;
+pub use epp::PickerConfig;
+pub use infergate_config::gateway::Weights;
+pub use infergate_config::picker::{
+    EndpointPickerConfig, ParamValue, PluginRef, PluginSpec, SchedulingProfileSpec,
+};
 pub use render::RenderError;
-pub use weights::Weights;
+pub use weights::ScorerWeights;

@@ -1,30 +1,12 @@
-//! Plugin parameters: an untyped value tree (so any serde format can carry it) read through a
-//! checker that rejects every parameter a plugin does not take.
+//! Plugin parameters (an untyped [`ParamValue`] tree, as the config crate parses them) read
+//! through a checker that rejects every parameter a plugin does not take.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use infergate_config::picker::ParamValue;
 
 use crate::error::ConfigError;
-
-/// A parameter value as written in the config.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum ParamValue {
-    /// `true` / `false`.
-    Bool(bool),
-    /// An integer.
-    Int(i64),
-    /// A number with a fraction.
-    Float(f64),
-    /// A string.
-    Str(String),
-    /// A list.
-    List(Vec<ParamValue>),
-    /// A map.
-    Map(BTreeMap<String, ParamValue>),
-}
 
 /// One plugin's parameters, checked against the names it takes.
 pub(crate) struct Params<'a> {

@@ -1,15 +1,17 @@
-//! The reverse of [`EndpointPickerConfig::to_profile`]: a profile written out as the config that
-//! produces it, so a tuned profile can be pasted into a gateway config.
+//! The reverse of [`PickerConfig::to_profile`](super::PickerConfig::to_profile): a profile
+//! written out as the config that produces it, so a tuned profile can be pasted into a gateway
+//! config.
 
 use std::collections::BTreeMap;
 
-use super::epp::{EndpointPickerConfig, PluginRef, PluginSpec, SchedulingProfileSpec};
-use super::params::ParamValue;
 use crate::filter::Filter;
 use crate::prefix::PrefixParams;
 use crate::profile::Profile;
 use crate::scorer::Scorer;
 use crate::select::{Selection, TieBreak};
+use infergate_config::picker::{
+    EndpointPickerConfig, ParamValue, PluginRef, PluginSpec, SchedulingProfileSpec, KIND,
+};
 
 /// Why a profile has no `EndpointPickerConfig` form.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -21,90 +23,86 @@ pub struct RenderError {
     pub reason: String,
 }
 
-impl EndpointPickerConfig {
-    /// The config whose [`Self::to_profile`] gives back `profile`. Upstream's mechanics that only
-    /// the built-in `gie-default` uses (random ties, no dispatch credit) have no config form and
-    /// are an error.
-    pub fn from_profile(profile: &Profile) -> Result<Self, RenderError> {
-        let refuse = |reason: &str| RenderError {
-            profile: profile.name.clone(),
-            reason: reason.to_owned(),
+/// [`PickerConfig::from_profile`](super::PickerConfig::from_profile).
+pub(super) fn from_profile(profile: &Profile) -> Result<EndpointPickerConfig, RenderError> {
+    let refuse = |reason: &str| RenderError {
+        profile: profile.name.clone(),
+        reason: reason.to_owned(),
+    };
+    if !profile.fresh_load {
+        return Err(refuse(
+            "dispatch credit off (fresh_load) is not configurable",
+        ));
+    }
+    let mut plugins = Vec::new();
+    let mut refs = Vec::new();
+    let mut declare = |plugin_type: &str, parameters: Vec<(&str, ParamValue)>, weight| {
+        let same_type = plugins
+            .iter()
+            .filter(|p: &&PluginSpec| p.plugin_type == plugin_type)
+            .count();
+        let name = match same_type {
+            0 => plugin_type.to_owned(),
+            n => format!("{plugin_type}-{}", n + 1),
         };
-        if !profile.fresh_load {
-            return Err(refuse(
-                "dispatch credit off (fresh_load) is not configurable",
-            ));
-        }
-        let mut plugins = Vec::new();
-        let mut refs = Vec::new();
-        let mut declare = |plugin_type: &str, parameters: Vec<(&str, ParamValue)>, weight| {
-            let same_type = plugins
-                .iter()
-                .filter(|p: &&PluginSpec| p.plugin_type == plugin_type)
-                .count();
-            let name = match same_type {
-                0 => plugin_type.to_owned(),
-                n => format!("{plugin_type}-{}", n + 1),
-            };
-            plugins.push(PluginSpec {
-                plugin_type: plugin_type.to_owned(),
-                name: (name != plugin_type).then(|| name.clone()),
-                parameters: (!parameters.is_empty()).then(|| {
-                    parameters
-                        .into_iter()
-                        .map(|(k, v)| (k.to_owned(), v))
-                        .collect()
-                }),
-            });
-            refs.push(PluginRef {
-                plugin_ref: name,
-                weight,
-            });
-        };
-        for filter in &profile.filters {
-            let (kind, params) = filter_params(filter);
-            declare(kind, params, None);
-        }
-        for ws in &profile.scorers {
-            declare(
-                ws.scorer.plugin_type(),
-                scorer_params(&ws.scorer),
-                Some(ws.weight),
-            );
-        }
-        if profile.prefix != PrefixParams::default() {
-            declare(
-                "approx-prefix-cache-producer",
-                prefix_params(&profile.prefix),
-                None,
-            );
-        }
-        let picker = match profile.selection {
-            Selection::MaxScore {
-                ties: TieBreak::Rotate,
-            } => "max-score-picker",
-            Selection::MaxScore {
-                ties: TieBreak::Random,
-            } => return Err(refuse("random tie-breaking is not configurable")),
-            Selection::Random => "random-picker",
-            Selection::WeightedRandom => "weighted-random-picker",
-        };
-        let max_endpoints = i64::try_from(profile.max_fallbacks + 1).unwrap_or(i64::MAX);
+        plugins.push(PluginSpec {
+            plugin_type: plugin_type.to_owned(),
+            name: (name != plugin_type).then(|| name.clone()),
+            parameters: (!parameters.is_empty()).then(|| {
+                parameters
+                    .into_iter()
+                    .map(|(k, v)| (k.to_owned(), v))
+                    .collect()
+            }),
+        });
+        refs.push(PluginRef {
+            plugin_ref: name,
+            weight,
+        });
+    };
+    for filter in &profile.filters {
+        let (kind, params) = filter_params(filter);
+        declare(kind, params, None);
+    }
+    for ws in &profile.scorers {
         declare(
-            picker,
-            vec![("maxNumOfEndpoints", ParamValue::Int(max_endpoints))],
+            ws.scorer.plugin_type(),
+            scorer_params(&ws.scorer),
+            Some(ws.weight),
+        );
+    }
+    if profile.prefix != PrefixParams::default() {
+        declare(
+            "approx-prefix-cache-producer",
+            prefix_params(&profile.prefix),
             None,
         );
-        Ok(EndpointPickerConfig {
-            api_version: Some("inference.networking.x-k8s.io/v1alpha1".into()),
-            kind: Some("EndpointPickerConfig".into()),
-            plugins,
-            scheduling_profiles: vec![SchedulingProfileSpec {
-                name: profile.name.clone(),
-                plugins: refs,
-            }],
-        })
     }
+    let picker = match profile.selection {
+        Selection::MaxScore {
+            ties: TieBreak::Rotate,
+        } => "max-score-picker",
+        Selection::MaxScore {
+            ties: TieBreak::Random,
+        } => return Err(refuse("random tie-breaking is not configurable")),
+        Selection::Random => "random-picker",
+        Selection::WeightedRandom => "weighted-random-picker",
+    };
+    let max_endpoints = i64::try_from(profile.max_fallbacks + 1).unwrap_or(i64::MAX);
+    declare(
+        picker,
+        vec![("maxNumOfEndpoints", ParamValue::Int(max_endpoints))],
+        None,
+    );
+    Ok(EndpointPickerConfig {
+        api_version: Some("inference.networking.x-k8s.io/v1alpha1".into()),
+        kind: Some(KIND.into()),
+        plugins,
+        scheduling_profiles: vec![SchedulingProfileSpec {
+            name: profile.name.clone(),
+            plugins: refs,
+        }],
+    })
 }
 
 fn filter_params(filter: &Filter) -> (&'static str, Vec<(&'static str, ParamValue)>) {
@@ -160,6 +158,7 @@ fn prefix_params(p: &PrefixParams) -> Vec<(&'static str, ParamValue)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::PickerConfig;
     use crate::profile::weighted;
 
     fn round_trip(profile: &Profile) -> Profile {

@@ -1,68 +1,59 @@
-//! HyperPod's scheduler `weights` block.
+//! HyperPod's scheduler `weights` block becomes the picker's scorers here.
+//!
+//! The block's format and its defaults live in the config crate
+//! (`infergate_config::gateway::{Weights, EffectiveWeights}`, defaults in
+//! `infergate_config::gateway::defaults`); the picker applies none of its own. Weights as
+//! written go through [`EffectiveWeights::from_weights`] first, so both shapes take one path.
 
-use serde::{Deserialize, Serialize};
+use infergate_config::gateway::{EffectiveWeights, Weights};
 
 use crate::profile::{weighted, Profile, WeightedScorer};
 use crate::scorer::Scorer;
 
-/// `spec.schedulers[].weights`: non-negative integer weights; 0 turns a scorer off. Absent fields
-/// take the documented defaults (queue 2, kvCache 2, prefix 3; the others off).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct Weights {
-    /// `queue-scorer` weight (default 2).
-    pub queue: Option<u32>,
-    /// `kv-cache-utilization-scorer` weight (default 2).
-    pub kv_cache: Option<u32>,
-    /// `prefix-cache-scorer` weight (default 3).
-    pub prefix: Option<u32>,
-    /// `lora-affinity-scorer` weight (default off).
-    pub lora_affinity: Option<u32>,
-    /// `running-requests-size-scorer` weight (default off).
-    pub running_requests: Option<u32>,
-    /// `latency-scorer` weight (default off).
-    pub predicted_latency: Option<u32>,
-    /// `no-hit-lru-scorer` weight (default off; `scheduler: llm-d` only, which the config crate
-    /// checks).
-    pub lru: Option<u32>,
-}
-
-impl Weights {
-    /// Default `queue` weight.
-    pub const DEFAULT_QUEUE: u32 = 2;
-    /// Default `kvCache` weight.
-    pub const DEFAULT_KV_CACHE: u32 = 2;
-    /// Default `prefix` weight.
-    pub const DEFAULT_PREFIX: u32 = 3;
-
-    /// The scorers these weights turn on, with their weights, in a fixed order.
-    pub fn scorers(&self) -> Vec<WeightedScorer> {
-        let entries = [
-            (Scorer::Queue, self.queue.unwrap_or(Self::DEFAULT_QUEUE)),
-            (
-                Scorer::KvCache,
-                self.kv_cache.unwrap_or(Self::DEFAULT_KV_CACHE),
-            ),
-            (Scorer::Prefix, self.prefix.unwrap_or(Self::DEFAULT_PREFIX)),
-            (Scorer::LoraAffinity, self.lora_affinity.unwrap_or(0)),
-            (Scorer::RunningRequests, self.running_requests.unwrap_or(0)),
-            (
-                Scorer::PredictedLatency,
-                self.predicted_latency.unwrap_or(0),
-            ),
-            (Scorer::NoHitLru, self.lru.unwrap_or(0)),
-        ];
-        entries
-            .into_iter()
-            .filter(|(_, w)| *w > 0)
-            .map(|(s, w)| weighted(s, f64::from(w)))
-            .collect()
-    }
+/// Scorer weights the picker can run: the scorers they turn on, and the profile of those.
+pub trait ScorerWeights {
+    /// The scorers these weights turn on (weight above 0), with their weights, in a fixed order.
+    fn scorers(&self) -> Vec<WeightedScorer>;
 
     /// The profile: these scorers with infergate's mechanics (stale exclusion, dispatch credit,
     /// rotated ties; see [`Profile::with_scorers`]).
-    pub fn to_profile(&self, name: &str) -> Profile {
+    fn to_profile(&self, name: &str) -> Profile {
         Profile::with_scorers(name, self.scorers())
+    }
+}
+
+impl ScorerWeights for EffectiveWeights {
+    fn scorers(&self) -> Vec<WeightedScorer> {
+        // Taken apart with no `..`: a weight added to the config does not compile until it names
+        // its scorer here.
+        let EffectiveWeights {
+            queue,
+            kv_cache,
+            prefix,
+            lora_affinity,
+            running_requests,
+            predicted_latency,
+            lru,
+        } = *self;
+        [
+            (Scorer::Queue, queue),
+            (Scorer::KvCache, kv_cache),
+            (Scorer::Prefix, prefix),
+            (Scorer::LoraAffinity, lora_affinity),
+            (Scorer::RunningRequests, running_requests),
+            (Scorer::PredictedLatency, predicted_latency),
+            (Scorer::NoHitLru, lru),
+        ]
+        .into_iter()
+        .filter(|(_, w)| w.value > 0)
+        .map(|(s, w)| weighted(s, f64::from(w.value)))
+        .collect()
+    }
+}
+
+impl ScorerWeights for Weights {
+    fn scorers(&self) -> Vec<WeightedScorer> {
+        EffectiveWeights::from_weights(Some(self)).scorers()
     }
 }
 

@@ -9,17 +9,7 @@
 //!
 //! Unknown signals are NaN in the columns and `None` through the accessors.
 
-use std::time::Duration;
-
-use crate::pool::Pool;
-
-/// `scraped_ns` of an endpoint that was never scraped.
-pub(crate) const NEVER_SCRAPED: u64 = u64::MAX;
-
-/// Nanoseconds of `d`, saturating.
-pub(crate) fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX - 1)
-}
+use crate::pool::{Pool, NEVER_SCRAPED};
 
 /// Which endpoints of a pool are candidates.
 #[derive(Debug, Clone, Copy)]
@@ -323,6 +313,7 @@ fn retain_by<T>(v: &mut Vec<T>, keep: &[bool]) {
 mod tests {
     use super::*;
     use crate::endpoint::{EndpointId, EndpointSpec, ScrapedMetrics};
+    use std::time::Duration;
 
     fn pool() -> Pool {
         let specs = (0..4)

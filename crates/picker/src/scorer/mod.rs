@@ -11,7 +11,7 @@ mod candidates;
 mod load;
 pub(crate) mod state;
 
-pub(crate) use candidates::{nanos, Candidates, Members, NEVER_SCRAPED};
+pub(crate) use candidates::{Candidates, Members};
 
 pub use affinity::lora_affinity_score;
 pub use cache::{kv_headroom_score, prefix_score};
@@ -144,12 +144,6 @@ pub(crate) struct Work {
 /// `opt(x)`: a column value as an `Option`, NaN meaning unknown.
 pub(crate) fn opt(x: f64) -> Option<f64> {
     (!x.is_nan()).then_some(x)
-}
-
-/// A scraped signal as stored in the pool's compact per-endpoint array: NaN when unknown (or not
-/// finite).
-pub(crate) fn signal(x: Option<f64>) -> f64 {
-    x.filter(|v| v.is_finite()).unwrap_or(f64::NAN)
 }
 
 /// Everything a scorer may read besides the candidates.

@@ -35,7 +35,7 @@ use crate::policy::Policy;
 use crate::pool::Pool;
 use crate::prefix::{hash_prompt_into, HashMemo, PrefixParams};
 use crate::request::RequestFeatures;
-use crate::rng::SplitMix64;
+use infergate_rng::SplitMix64;
 
 /// Bytes of every measured prompt: 4,000 tokens at upstream's 4 bytes a token.
 pub const PROMPT_BYTES: usize = 16_000;

@@ -242,7 +242,7 @@ pub fn resolve_with_config_maps(
 ) -> Result<ResolvedGateway, GatewayConfigError> {
     validate(config)?;
     let spec = &config.spec;
-    let adapters = AdapterTable::build(spec, config_maps)?;
+    let adapters = AdapterTable::build(&spec.schedulers, &spec.lora_adapter_maps, config_maps)?;
     let mut warnings = Vec::new();
 
     let discovery = match effective_discovery(spec) {

@@ -2,6 +2,7 @@
 //! the field path it names, routing, and what resolution shows.
 
 mod examples;
+mod reporting;
 mod rewrites;
 mod routing;
 mod rules;

@@ -1,5 +1,5 @@
 //! The rules a config must keep, checked at load time. Each failure names the field's path and
-//! the reason; the first failure is returned.
+//! the reason; every failure found is returned ([`Findings`]), the first first.
 
 mod scheduler;
 mod traffic;
@@ -13,37 +13,69 @@ use super::defaults::{self, limits};
 use super::error::{invalid, GatewayConfigError};
 use super::lora::AdapterTable;
 use super::selector::{check_label_key, check_label_value, is_dns_label, is_dns_subdomain};
-use super::types::{Discovery, GatewaySpec, InferenceGatewayConfig};
+use super::types::{Discovery, EndpointSpec, GatewaySpec, InferenceGatewayConfig};
 
 type Result<T = ()> = std::result::Result<T, GatewayConfigError>;
+
+/// Every rule a document breaks, gathered so that one run reports them all.
+///
+/// A check still stops at the first error of what it checks (one field, one scheduler, one
+/// section: later rules of the same thing often only follow from the first), but every check
+/// runs whether or not an earlier one failed, and the errors keep the order in which the
+/// document is checked, so the first is the one a stop-at-the-first run would have reported.
+#[derive(Default)]
+pub(crate) struct Findings(Vec<GatewayConfigError>);
+
+impl Findings {
+    /// Keeps `result`'s error, if any.
+    pub(crate) fn note<T>(&mut self, result: Result<T>) {
+        if let Err(e) = result {
+            self.0.push(e);
+        }
+    }
+
+    /// `Ok` when nothing was found; else the one error, or all of them.
+    pub(crate) fn finish(self) -> Result {
+        match GatewayConfigError::from_all(self.0) {
+            None => Ok(()),
+            Some(e) => Err(e),
+        }
+    }
+}
 
 /// Checks every rule of the schema.
 pub(crate) fn validate(config: &InferenceGatewayConfig) -> Result {
     let spec = &config.spec;
+    let mut found = Findings::default();
     if let Some(ns) = config
         .metadata
         .as_ref()
         .and_then(|m| m.namespace.as_deref())
     {
         if !is_dns_label(ns) {
-            return Err(invalid(
+            found.note::<()>(Err(invalid(
                 "metadata.namespace",
                 format!("`{ns}` is not a Kubernetes namespace name"),
-            ));
+            )));
         }
     }
-    check_bbr(spec)?;
-    check_tls(spec)?;
+    found.note(check_bbr(spec));
+    found.note(check_tls(spec));
     if let Some(auth) = &spec.auth {
-        check_jwt(&auth.jwt.provider)?;
+        found.note(check_jwt(&auth.jwt.provider));
     }
     let statik = effective_discovery(spec) == Discovery::Static;
-    scheduler::check_all(spec, statik)?;
-    check_listen(spec)?;
-    check_discovery(spec)?;
-    AdapterTable::build(spec, &[])?;
-    check_lora_maps(spec)?;
-    traffic::check(spec)
+    found.note(scheduler::check_all(spec, statik));
+    found.note(check_listen(spec));
+    found.note(check_discovery(spec));
+    found.note(AdapterTable::build(
+        &spec.schedulers,
+        &spec.lora_adapter_maps,
+        &[],
+    ));
+    found.note(check_lora_maps(spec));
+    found.note(traffic::check(spec));
+    found.finish()
 }
 
 /// `spec.discovery` as written, or `static` when `spec.endpoints` is written, else `kubernetes`
@@ -290,18 +322,11 @@ fn check_discovery(spec: &GatewaySpec) -> Result {
                 ));
             }
             let mut seen = BTreeSet::new();
+            let mut found = Findings::default();
             for (i, e) in endpoints.iter().enumerate() {
-                let field = format!("spec.endpoints[{i}].address");
-                let address: EndpointAddress = e.address.parse().map_err(|r| invalid(&field, r))?;
-                if !seen.insert(address.clone()) {
-                    return Err(invalid(field, format!("{address} is listed twice")));
-                }
-                for (k, v) in &e.labels {
-                    let at = format!("spec.endpoints[{i}].labels.{k}");
-                    check_label_key(k).map_err(|r| invalid(&at, r))?;
-                    check_label_value(v).map_err(|r| invalid(&at, r))?;
-                }
+                found.note(check_endpoint(i, e, &mut seen));
             }
+            return found.finish();
         }
         Discovery::Kubernetes { namespace } => {
             if spec.endpoints.is_some() {
@@ -322,20 +347,36 @@ fn check_discovery(spec: &GatewaySpec) -> Result {
     Ok(())
 }
 
+/// `spec.endpoints[i]`: its address (unique among `seen`) and labels.
+fn check_endpoint(i: usize, e: &EndpointSpec, seen: &mut BTreeSet<EndpointAddress>) -> Result {
+    let field = format!("spec.endpoints[{i}].address");
+    let address: EndpointAddress = e.address.parse().map_err(|r| invalid(&field, r))?;
+    if !seen.insert(address.clone()) {
+        return Err(invalid(field, format!("{address} is listed twice")));
+    }
+    for (k, v) in &e.labels {
+        let at = format!("spec.endpoints[{i}].labels.{k}");
+        check_label_key(k).map_err(|r| invalid(&at, r))?;
+        check_label_value(v).map_err(|r| invalid(&at, r))?;
+    }
+    Ok(())
+}
+
 /// A base model in `spec.loraAdapterMaps` must be some scheduler's `modelName`: otherwise its
 /// adapters route nowhere.
 fn check_lora_maps(spec: &GatewaySpec) -> Result {
+    let mut found = Findings::default();
     for (i, m) in spec.lora_adapter_maps.iter().enumerate() {
         if !spec.schedulers.iter().any(|s| s.model_name == m.base_model) {
-            return Err(invalid(
+            found.note::<()>(Err(invalid(
                 format!("spec.loraAdapterMaps[{i}].baseModel"),
                 format!(
                     "no scheduler serves `{}` (no modelName matches), so its adapters would \
                      route nowhere",
                     m.base_model
                 ),
-            ));
+            )));
         }
     }
-    Ok(())
+    found.finish()
 }

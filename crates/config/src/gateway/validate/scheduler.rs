@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{check_port, Result};
+use super::{check_port, Findings, Result};
 use crate::gateway::defaults::limits;
 use crate::gateway::deploy::EnvVar;
 use crate::gateway::error::invalid;
@@ -21,35 +21,36 @@ pub(super) fn check_all(spec: &GatewaySpec, statik: bool) -> Result {
             format!("needs 1..{} schedulers, got {n}", limits::SCHEDULERS),
         ));
     }
+    let mut found = Findings::default();
     if let Some(pod) = &spec.pod_defaults {
-        check_env(&pod.env, "spec.podDefaults.env")?;
+        found.note(check_env(&pod.env, "spec.podDefaults.env"));
     }
     let mut names = BTreeMap::new();
     let mut models = BTreeMap::new();
     for (i, s) in spec.schedulers.iter().enumerate() {
         let at = |f: &str| format!("spec.schedulers[{i}].{f}");
-        check_one(s, statik, &at)?;
+        found.note(check_one(s, statik, &at));
         if let Some(first) = names.insert(s.name.as_str(), i) {
-            return Err(invalid(
+            found.note::<()>(Err(invalid(
                 at("name"),
                 format!(
                     "`{}` is already the name of spec.schedulers[{first}]; names are unique",
                     s.name
                 ),
-            ));
+            )));
         }
         if let Some(first) = models.insert(s.model_name.as_str(), i) {
-            return Err(invalid(
+            found.note::<()>(Err(invalid(
                 at("modelName"),
                 format!(
                     "`{}` is already served by spec.schedulers[{first}]; modelName is unique \
                      across schedulers",
                     s.model_name
                 ),
-            ));
+            )));
         }
     }
-    Ok(())
+    found.finish()
 }
 
 fn check_one(s: &SchedulerSpec, statik: bool, at: &dyn Fn(&str) -> String) -> Result {

@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::Result;
+use super::{Findings, Result};
 use crate::gateway::defaults::limits;
 use crate::gateway::error::invalid;
 use crate::gateway::lora::check_name;
@@ -12,22 +12,24 @@ use crate::gateway::traffic::{
 use crate::gateway::types::GatewaySpec;
 
 pub(super) fn check(spec: &GatewaySpec) -> Result {
+    let mut found = Findings::default();
     if let Some(t) = &spec.tenancy {
         let auth = spec.auth.is_some();
         if let Some(src) = &t.tenant {
-            check_source(src, auth, "spec.tenancy.tenant")?;
+            found.note(check_source(src, auth, "spec.tenancy.tenant"));
         }
         if let Some(src) = &t.criticality {
-            check_source(src, auth, "spec.tenancy.criticality")?;
+            found.note(check_source(src, auth, "spec.tenancy.criticality"));
         }
     }
     if let Some(f) = &spec.flow_control {
-        check_flow(f)?;
+        found.note(check_flow(f));
     }
     if let Some(r) = &spec.rate_limits {
-        check_rate_limits(r)?;
+        found.note(check_rate_limits(r));
     }
-    check_rewrites(spec)
+    found.note(check_rewrites(spec));
+    found.finish()
 }
 
 fn check_source(src: &IdentitySource, auth: bool, at: &str) -> Result {

@@ -183,7 +183,7 @@ impl HolderMap {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rng::SplitMix64;
+    use infergate_rng::SplitMix64;
 
     fn one(slot: u32) -> Holders {
         Holders::One(Holder { slot, node: 0 })

@@ -91,7 +91,7 @@ fn memory_is_bounded_by_the_longest_prompts_the_slots_can_hold() {
     let slots = 8;
     let mut memo = HashMemo::new(slots);
     let mut out = Vec::new();
-    let mut rng = crate::rng::SplitMix64::new(3);
+    let mut rng = infergate_rng::SplitMix64::new(3);
     for i in 0..2_000 {
         // Prompts growing and shrinking, up to past the 256-block cap, so buffers are reused
         // at every length.
