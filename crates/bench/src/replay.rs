@@ -3,9 +3,9 @@
 
 use crate::trace::{CapturedRequest, MooncakeRequest, TraceRequest, MOONCAKE_BLOCK_TOKENS};
 use crate::workload::BenchRequest;
-use infergate_engine::rng::Rng;
 use infergate_engine::tokens::mix;
 use infergate_engine::BLOCK_SIZE;
+use infergate_rng::SplitMix64;
 use std::time::Duration;
 
 /// A trace to replay.
@@ -66,7 +66,7 @@ impl Recorded {
         rate: f64,
         duration: Duration,
         max_model_len: u32,
-        rng: &mut Rng,
+        rng: &mut SplitMix64,
     ) -> Vec<BenchRequest> {
         let natural = self.natural_rate();
         if natural <= 0.0 || rate <= 0.0 {
@@ -187,13 +187,23 @@ mod tests {
     fn a_window_is_time_scaled_to_the_asked_rate() {
         // 10 req/s for 1,000 s, replayed at 40 req/s for 20 s: 800 requests, 4× faster.
         let trace = lengths(10_001, 100);
-        let reqs = trace.window(40.0, Duration::from_secs(20), 4_096, &mut Rng::new(1));
+        let reqs = trace.window(
+            40.0,
+            Duration::from_secs(20),
+            4_096,
+            &mut SplitMix64::new(1),
+        );
         assert!((reqs.len() as i64 - 800).abs() <= 1, "{}", reqs.len());
         let gap = reqs[1].at - reqs[0].at;
         assert_eq!(gap, Duration::from_millis(25));
         assert!(reqs.last().unwrap().at < Duration::from_secs(20));
         // Another seed replays another stretch.
-        let other = trace.window(40.0, Duration::from_secs(20), 4_096, &mut Rng::new(2));
+        let other = trace.window(
+            40.0,
+            Duration::from_secs(20),
+            4_096,
+            &mut SplitMix64::new(2),
+        );
         assert_ne!(reqs[0].block_hashes, other[0].block_hashes);
     }
 
@@ -217,7 +227,7 @@ mod tests {
             req(2_000, vec![], 40, Band::Standard),
         ]);
         // Three requests over 2 s replayed at 1.5 req/s for 10 s: all of them, at their times.
-        let reqs = trace.window(1.5, Duration::from_secs(10), 4_096, &mut Rng::new(1));
+        let reqs = trace.window(1.5, Duration::from_secs(10), 4_096, &mut SplitMix64::new(1));
         assert_eq!(reqs.len(), 3);
         let gap = (reqs[1].at - reqs[0].at).as_secs_f64();
         assert!((gap - 2.0 / 3.0).abs() < 1e-6, "{gap}");

@@ -13,10 +13,10 @@ use crate::replica::{new_request, Replica};
 use crate::scenario::{ReplicaKind, Scenario};
 pub use crate::tuning::Tuning;
 use crate::workload::BenchRequest;
-use infergate_engine::rng::Rng;
 use infergate_engine::step_time::StepTimeModel;
 use infergate_engine::Engine;
 use infergate_picker::{EndpointSpec, Picker, Policy, Pool};
+use infergate_rng::SplitMix64;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::time::Duration;
@@ -184,7 +184,7 @@ pub fn run_tuned(
     tuning: &Tuning,
 ) -> Result<RunOutcome, BenchError> {
     let mut replicas = Vec::new();
-    let mut rng = Rng::new(options.seed ^ 0x5C4A_9E00);
+    let mut rng = SplitMix64::new(options.seed ^ 0x5C4A_9E00);
     for (i, kind) in scenario.replicas().enumerate() {
         let engine = engine_for(
             kind,

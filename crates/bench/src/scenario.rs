@@ -7,8 +7,8 @@ use crate::trace::{
 use crate::workload::{Arrivals, BenchRequest, Shape};
 use infergate_config::fleet::{SimSettings, DEFAULT_GPU, DEFAULT_MODEL, DEFAULT_TP};
 use infergate_config::gateway::Band;
-use infergate_engine::rng::Rng;
 use infergate_engine::{EngineConfig, SchedulingPolicy, SettingsError};
+use infergate_rng::SplitMix64;
 use std::time::Duration;
 
 /// Replicas of a fleet that are alike: the settings `infergate sim` would start each of them
@@ -132,7 +132,7 @@ impl AdapterMix {
     }
 
     /// Names an adapter (`adapter-1` is the most popular) for every request.
-    pub fn assign(&self, requests: &mut [BenchRequest], rng: &mut Rng) {
+    pub fn assign(&self, requests: &mut [BenchRequest], rng: &mut SplitMix64) {
         let s = self.exponent();
         let mut cumulative: Vec<f64> = Vec::with_capacity(self.adapters as usize);
         let mut total = 0.0;
@@ -201,7 +201,7 @@ impl Scenario {
         max_model_len: u32,
         seed: u64,
     ) -> Result<Vec<BenchRequest>, TraceError> {
-        let mut rng = Rng::new(seed);
+        let mut rng = SplitMix64::new(seed);
         let mut requests = match self.recorded()? {
             Some(trace) => trace.window(rate, duration, max_model_len, &mut rng),
             None => {

@@ -4,7 +4,7 @@
 use crate::report::{measured_ttfts_ms, median_over_seeds, summarize, PolicyResult};
 use crate::runner::{replica_capacity, run, BenchError, QueueSample, RunOptions};
 use crate::scenario::Scenario;
-use infergate_engine::rng::Rng;
+use infergate_rng::SplitMix64;
 use serde::Serialize;
 use std::time::Duration;
 
@@ -58,7 +58,7 @@ pub fn fleet_capacity(scenario: &Scenario, seed: u64) -> Result<f64, BenchError>
     let shape = scenario.shape()?;
     let mut total = 0.0;
     for kind in &scenario.fleet {
-        let mut rng = Rng::new(seed ^ 0xCA9A);
+        let mut rng = SplitMix64::new(seed ^ 0xCA9A);
         let mut requests = shape.requests(&[Duration::ZERO; 1_500], 32_768, &mut rng);
         if let Some(mix) = &scenario.adapters {
             mix.assign(&mut requests, &mut rng);

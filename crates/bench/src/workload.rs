@@ -6,9 +6,9 @@
 //! simulator's 4-byte tokens), so no text needs to be made or hashed.
 
 use infergate_config::gateway::Band;
-use infergate_engine::rng::Rng;
 use infergate_engine::tokens::mix;
 use infergate_engine::BLOCK_SIZE;
+use infergate_rng::SplitMix64;
 use std::time::Duration;
 
 /// How requests arrive.
@@ -28,7 +28,7 @@ pub enum Arrivals {
 
 impl Arrivals {
     /// Arrival times at mean `rate` per second over `duration`.
-    pub fn times(self, rate: f64, duration: Duration, rng: &mut Rng) -> Vec<Duration> {
+    pub fn times(self, rate: f64, duration: Duration, rng: &mut SplitMix64) -> Vec<Duration> {
         let mean_gap = 1.0 / rate.max(1e-9);
         let mut t = 0.0;
         let mut out = Vec::new();
@@ -52,7 +52,7 @@ impl Arrivals {
 }
 
 /// A Gamma(`shape`, 1) draw (Marsaglia–Tsang; shapes below one boosted by `U^(1/shape)`).
-pub fn gamma(shape: f64, rng: &mut Rng) -> f64 {
+pub fn gamma(shape: f64, rng: &mut SplitMix64) -> f64 {
     if shape < 1.0 {
         let u = rng.next_f64().max(f64::MIN_POSITIVE);
         return gamma(shape + 1.0, rng) * u.powf(1.0 / shape);
@@ -118,7 +118,7 @@ impl Shape {
         &self,
         times: &[Duration],
         max_model_len: u32,
-        rng: &mut Rng,
+        rng: &mut SplitMix64,
     ) -> Vec<BenchRequest> {
         times
             .iter()
@@ -199,7 +199,7 @@ mod tests {
 
     #[test]
     fn arrival_processes_have_the_asked_rate_and_burstiness() {
-        let mut rng = Rng::new(1);
+        let mut rng = SplitMix64::new(1);
         let poisson = Arrivals::Poisson.times(100.0, Duration::from_secs(200), &mut rng);
         assert!((poisson.len() as f64 / 200.0 - 100.0).abs() < 3.0);
         assert!((cv(&poisson) - 1.0).abs() < 0.05, "{}", cv(&poisson));
@@ -222,7 +222,7 @@ mod tests {
             output_tokens: 8,
         };
         let times = vec![Duration::ZERO; 200];
-        let reqs = shape.requests(&times, 4096, &mut Rng::new(3));
+        let reqs = shape.requests(&times, 4096, &mut SplitMix64::new(3));
         let a = &reqs[0];
         assert_eq!(a.block_hashes.len(), 6);
         let same_group: Vec<_> = reqs
@@ -242,7 +242,7 @@ mod tests {
     #[test]
     fn sampled_prompts_are_unique_and_fit_the_model() {
         let shape = Shape::Sampled(vec![(5_000, 900), (100, 10)]);
-        let reqs = shape.requests(&[Duration::ZERO; 50], 2_048, &mut Rng::new(2));
+        let reqs = shape.requests(&[Duration::ZERO; 50], 2_048, &mut SplitMix64::new(2));
         assert!(reqs
             .iter()
             .all(|r| r.prompt_tokens + r.output_tokens <= 2_048));

@@ -6,8 +6,8 @@
 use infergate_bench::report::summarize;
 use infergate_bench::runner::{run, run_tuned, RunOptions, Tuning};
 use infergate_bench::scenario;
-use infergate_engine::rng::Rng;
 use infergate_picker::Policy;
+use infergate_rng::SplitMix64;
 use std::time::Duration;
 
 fn workload(
@@ -21,7 +21,7 @@ fn workload(
 ) {
     let s = scenario::by_id(id).unwrap();
     let shape = s.shape().unwrap();
-    let mut rng = Rng::new(seed);
+    let mut rng = SplitMix64::new(seed);
     let times = s.arrivals.times(rate, Duration::from_secs(secs), &mut rng);
     let requests = shape.requests(&times, 29_000, &mut rng);
     (s, requests)

@@ -3,27 +3,12 @@
 
 use std::path::Path;
 
-use infergate_config::gateway::{EffectiveWeights, EngineType, PickerSource, Pool};
-use infergate_picker::config::{PickerConfig, ScorerWeights, Weights};
+use infergate_config::gateway::{EngineType, PickerSource, Pool};
+use infergate_picker::config::{PickerConfig, ScorerWeights};
 use infergate_picker::metrics::Engine;
 use infergate_picker::Policy;
 
 use crate::error::GatewayError;
-
-/// The picker's `Weights` for weights the config crate resolved. Every weight is passed as
-/// written or defaulted, so the picker applies no default of its own: the config crate's
-/// defaults are the only ones.
-pub fn picker_weights(w: &EffectiveWeights) -> Weights {
-    Weights {
-        queue: Some(w.queue.value),
-        kv_cache: Some(w.kv_cache.value),
-        prefix: Some(w.prefix.value),
-        lora_affinity: Some(w.lora_affinity.value),
-        running_requests: Some(w.running_requests.value),
-        predicted_latency: Some(w.predicted_latency.value),
-        lru: Some(w.lru.value),
-    }
-}
 
 /// The policy of `pool`. A picker config file is read relative to `config_dir` (the directory
 /// of the gateway config) when its path is relative.
@@ -73,13 +58,13 @@ pub fn engine_dialect(engine: EngineType) -> Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use infergate_config::gateway::Setting;
+    use infergate_config::gateway::{EffectiveWeights, Setting};
     use infergate_picker::Scorer;
 
     #[test]
     fn resolved_defaults_become_the_same_scorers() {
         let w = EffectiveWeights::from_weights(None);
-        let profile = picker_weights(&w).to_profile("p");
+        let profile = w.to_profile("p");
         let kinds: Vec<(Scorer, f64)> = profile
             .scorers
             .iter()
@@ -96,7 +81,7 @@ mod tests {
         let mut off = w;
         off.queue = Setting::set(0);
         off.lora_affinity = Setting::set(1);
-        let profile = picker_weights(&off).to_profile("p");
+        let profile = off.to_profile("p");
         assert!(profile.scorers.iter().all(|s| s.scorer != Scorer::Queue));
         assert!(profile
             .scorers

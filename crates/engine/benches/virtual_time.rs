@@ -34,7 +34,7 @@ fn arrivals(rate: f64, seconds: f64) -> Vec<Arrival> {
 /// Conversation-shaped traffic: prompt and output lengths lognormal with the Azure 2023
 /// conversation trace's means (1,155 and 211 tokens), sent at `rate`.
 fn conversation_arrivals(rate: f64, seconds: f64) -> Vec<Arrival> {
-    let mut rng = infergate_engine::rng::Rng::new(5);
+    let mut rng = infergate_rng::SplitMix64::new(5);
     let count = (rate * seconds) as u32;
     (0..count)
         .map(|i| {

@@ -7,8 +7,8 @@
 use crate::drive::{quantile, run, Arrival, RunRecord};
 use crate::engine::{Engine, NewRequest};
 use crate::profile::Profile;
-use crate::rng::Rng;
 use crate::EngineConfig;
+use infergate_rng::SplitMix64;
 use std::time::Duration;
 
 /// One measured figure and what the simulator predicts for it.
@@ -37,7 +37,7 @@ impl AnchorResult {
 /// of 128 tokens × 10 questions of 64 tokens each, output 64 tokens with `ignore_eos`, sent at a
 /// constant rate.
 fn shared_prefix_arrivals(rate: f64, duration: Duration, seed: u64) -> Vec<Arrival> {
-    let mut rng = Rng::new(seed);
+    let mut rng = SplitMix64::new(seed);
     let count = (rate * duration.as_secs_f64()) as usize;
     let cv = OVERRIDE.with(|o| o.get()).map_or(CLIENT_CV, |k| k.2);
     let mut t = 0.0f64;
@@ -303,7 +303,7 @@ fn closed_loop_tpot() -> Vec<AnchorResult> {
         .into_iter()
         .map(|(concurrency, measured)| {
             let mut e = engine("llama-3.1-8b", "h100", 1, |_| {});
-            let mut rng = Rng::new(11);
+            let mut rng = SplitMix64::new(11);
             let mut spread = |mean: u32| mean / 2 + rng.below(mean as usize + 1) as u32;
             let arrivals: Vec<Arrival> = (0..(concurrency * 8) as u32)
                 .map(|i| {

@@ -15,7 +15,6 @@ pub mod engine;
 pub mod lora;
 pub mod metrics;
 pub mod profile;
-pub mod rng;
 mod seq;
 pub mod settings;
 pub mod step_time;

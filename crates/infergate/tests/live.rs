@@ -10,8 +10,8 @@ use infergate_bench::runner::{run, RunOptions};
 use infergate_bench::scenario::{Lengths, ReplicaKind, Scenario};
 use infergate_bench::trace::{read_azure_csv, traces_dir};
 use infergate_bench::workload::{Arrivals, BenchRequest, Shape};
-use infergate_engine::rng::Rng;
 use infergate_live::{LiveOptions, LiveRunner, Router};
+use infergate_rng::SplitMix64;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -43,7 +43,7 @@ fn requests() -> Vec<BenchRequest> {
             .map(|r| (r.input_tokens.min(3_000), r.output_tokens.min(48)))
             .collect(),
     );
-    let mut rng = Rng::new(SEED);
+    let mut rng = SplitMix64::new(SEED);
     let times = Arrivals::Poisson.times(2.5, Duration::from_secs(20), &mut rng);
     shape.requests(&times, 8_192, &mut rng)
 }

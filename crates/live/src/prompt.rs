@@ -11,9 +11,9 @@
 //! from the request's own salt, so they are never shared.
 
 use infergate_bench::workload::BenchRequest;
-use infergate_engine::rng::Rng;
 use infergate_engine::tokens::{mix, BYTES_PER_TOKEN};
 use infergate_engine::BLOCK_SIZE;
+use infergate_rng::SplitMix64;
 
 /// Bytes of text in one block of the simulator's prefix cache.
 pub const BLOCK_BYTES: usize = BLOCK_SIZE as usize * BYTES_PER_TOKEN;
@@ -42,7 +42,7 @@ const ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz      ";
 
 /// Appends `n` bytes drawn from `seed`.
 fn push_letters(text: &mut String, seed: u64, n: usize) {
-    let mut rng = Rng::new(seed);
+    let mut rng = SplitMix64::new(seed);
     let bytes = std::iter::repeat_with(|| rng.next_u64().to_le_bytes()).flatten();
     for b in bytes.take(n) {
         text.push(char::from(ALPHABET[usize::from(b & 31)]));
@@ -67,7 +67,7 @@ mod tests {
         shape.requests(
             &[Duration::ZERO; 40],
             4_096,
-            &mut infergate_engine::rng::Rng::new(5),
+            &mut infergate_rng::SplitMix64::new(5),
         )
     }
 
@@ -77,7 +77,7 @@ mod tests {
         let reqs = shape.requests(
             &[Duration::ZERO; 50],
             4_096,
-            &mut infergate_engine::rng::Rng::new(1),
+            &mut infergate_rng::SplitMix64::new(1),
         );
         for (i, r) in reqs.iter().enumerate() {
             let text = prompt_text(r, i as u64);

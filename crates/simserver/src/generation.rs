@@ -2,9 +2,9 @@
 //! output length drawn from a seeded geometric distribution (an end-of-sequence token that
 //! comes with the same chance at every position).
 
-use infergate_engine::rng::Rng;
 use infergate_engine::tokens::mix;
 use infergate_engine::FinishReason;
+use infergate_rng::SplitMix64;
 
 /// Words the simulated model writes; each is one token.
 const WORDS: &[&str] = &[
@@ -83,7 +83,12 @@ pub(crate) struct OutputPlan {
 
 /// Plans an answer: exactly `cap` tokens with `ignore_eos`, otherwise a geometric draw with
 /// mean `mean` that ends with `stop`, or at `cap` with `length` if it would run past it.
-pub(crate) fn plan_output(rng: &mut Rng, mean: f64, cap: u32, ignore_eos: bool) -> OutputPlan {
+pub(crate) fn plan_output(
+    rng: &mut SplitMix64,
+    mean: f64,
+    cap: u32,
+    ignore_eos: bool,
+) -> OutputPlan {
     let cap = cap.max(1);
     if ignore_eos {
         return OutputPlan {
@@ -148,7 +153,7 @@ mod tests {
 
     #[test]
     fn ignore_eos_gives_exactly_the_cap() {
-        let mut rng = Rng::new(1);
+        let mut rng = SplitMix64::new(1);
         assert_eq!(
             plan_output(&mut rng, 100.0, 37, true),
             OutputPlan {
@@ -160,7 +165,7 @@ mod tests {
 
     #[test]
     fn drawn_lengths_have_the_asked_mean_and_respect_the_cap() {
-        let mut rng = Rng::new(2);
+        let mut rng = SplitMix64::new(2);
         let n = 50_000;
         let total: u64 = (0..n)
             .map(|_| u64::from(plan_output(&mut rng, 200.0, 1_000_000, false).tokens))

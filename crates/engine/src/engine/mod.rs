@@ -22,10 +22,10 @@ use crate::blocks::{BlockHash, BlockPool};
 use crate::config::{EngineConfig, SchedulingPolicy};
 use crate::lora::{AdapterId, LoadCosts, LoraSlots};
 use crate::metrics::{EngineCounters, EngineGauges, FinishReason};
-use crate::rng::Rng;
 use crate::seq::Seq;
 use crate::step_time::StepTimeModel;
 use crate::{tokens, BLOCK_SIZE};
+use infergate_rng::SplitMix64;
 use running::Running;
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -159,7 +159,7 @@ pub struct Engine {
     pool: BlockPool,
     lora: LoraSlots,
     adapters: Vec<Option<String>>,
-    rng: Rng,
+    rng: SplitMix64,
     slots: Vec<Option<Seq>>,
     generations: Vec<u32>,
     free_slots: Vec<u32>,
@@ -203,7 +203,7 @@ impl Engine {
                 LoadCosts::for_adapter_bytes(adapter_bytes),
             ),
             adapters: Vec::new(),
-            rng: Rng::new(config.seed),
+            rng: SplitMix64::new(config.seed),
             slots: Vec::new(),
             generations: Vec::new(),
             free_slots: Vec::new(),

@@ -13,10 +13,10 @@ use crate::request::Prompt;
 use crate::spec::ReplicaSpec;
 use hyper::StatusCode;
 use infergate_engine::metrics::Histogram;
-use infergate_engine::rng::Rng;
 use infergate_engine::{
     Engine, Event, EventKind, FinishReason, NewRequest, RequestId, SubmitError,
 };
+use infergate_rng::SplitMix64;
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc;
@@ -54,7 +54,7 @@ struct Actor {
     served_model_name: String,
     vocab: u32,
     mean_output_tokens: f64,
-    rng: Rng,
+    rng: SplitMix64,
     events: Vec<Event>,
     closed: Vec<RequestId>,
     lora: Vec<LoraSeries>,
@@ -89,7 +89,7 @@ pub(crate) fn start(spec: &ReplicaSpec) -> (ReplicaHandle, JoinHandle<()>) {
         adapters,
         served_model_name: spec.served_model_name.clone(),
         mean_output_tokens: spec.mean_output_tokens,
-        rng: Rng::new(spec.seed),
+        rng: SplitMix64::new(spec.seed),
         events: Vec::with_capacity(256),
         closed: Vec::new(),
         lora: vec![LoraSeries {
