@@ -135,7 +135,40 @@ fn reparsed(before: &ParsedRequest, after: &ParsedRequest, body: &[u8], out: &[u
 }
 
 /// Whether these bytes hold what serde skips unchecked in a member it does not read (see
-/// `request_body`): bytes that are not UTF-8, or `\u` escapes.
+/// `request_body`): bytes that are not UTF-8, `\u` escapes, or a number JSON's grammar allows
+/// but `serde_json::Value` refuses for its range (`93e8471682`: an infinite float).
 fn lenient(bytes: &[u8]) -> bool {
-    std::str::from_utf8(bytes).is_err() || bytes.windows(2).any(|w| w == b"\\u")
+    std::str::from_utf8(bytes).is_err()
+        || bytes.windows(2).any(|w| w == b"\\u")
+        || json_number(bytes)
+}
+
+/// Whether `bytes` are one number by JSON's grammar (RFC 8259 §6), whatever its magnitude.
+fn json_number(bytes: &[u8]) -> bool {
+    let digits = |b: &[u8]| b.iter().take_while(|c| c.is_ascii_digit()).count();
+    let mut rest = bytes.strip_prefix(b"-").unwrap_or(bytes);
+    match rest.first() {
+        Some(b'0') => rest = &rest[1..],
+        Some(b'1'..=b'9') => rest = &rest[digits(rest)..],
+        _ => return false,
+    }
+    if let Some(frac) = rest.strip_prefix(b".") {
+        let n = digits(frac);
+        if n == 0 {
+            return false;
+        }
+        rest = &frac[n..];
+    }
+    if let Some(exp) = rest.strip_prefix(b"e").or_else(|| rest.strip_prefix(b"E")) {
+        let exp = exp
+            .strip_prefix(b"+")
+            .or_else(|| exp.strip_prefix(b"-"))
+            .unwrap_or(exp);
+        let n = digits(exp);
+        if n == 0 {
+            return false;
+        }
+        rest = &exp[n..];
+    }
+    rest.is_empty()
 }
