@@ -141,3 +141,25 @@ fn the_fronts_do_not_depend_on_each_other() {
         );
     }
 }
+
+#[test]
+fn every_path_the_architecture_page_names_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let page = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    let named: Vec<&str> = page
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|s| s.starts_with("crates/"))
+        .collect();
+    assert!(
+        named.len() > 30,
+        "the page names only {} paths",
+        named.len()
+    );
+    let missing: Vec<&&str> = named.iter().filter(|p| !root.join(p).exists()).collect();
+    assert!(
+        missing.is_empty(),
+        "docs/architecture.md names missing paths: {missing:?}"
+    );
+}
