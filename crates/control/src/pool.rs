@@ -20,6 +20,7 @@ use infergate_picker::{
 
 use infergate_telemetry::metrics::{EndpointLabels, Metrics, PoolLabels, RetryLabels};
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::histogram::Histogram;
 
 use crate::admission::Admission;
 use crate::discovery::{self, endpoint_id};
@@ -60,6 +61,8 @@ pub struct PoolRuntime {
     /// Each member's counters, labelled once when the membership is made, so the request path
     /// never builds a label set.
     counters: HashMap<EndpointId, EndpointCounters>,
+    /// `infergate_picker_latency_seconds` of this pool, labelled once.
+    decision_time: Histogram,
 }
 
 /// The request-path counters of one endpoint: handles into the metric families, made when
@@ -221,6 +224,12 @@ impl PoolRuntime {
             .iter()
             .map(|m| (m.id, EndpointCounters::of(metrics, name, &m.address)))
             .collect();
+        let decision_time = metrics
+            .picker_latency
+            .get_or_create(&PoolLabels {
+                pool: name.to_owned(),
+            })
+            .clone();
         let bad = |e: infergate_picker::PoolError| GatewayError::Picker {
             pool: name.to_owned(),
             reason: e.to_string(),
@@ -268,7 +277,13 @@ impl PoolRuntime {
             picker,
             admission,
             counters,
+            decision_time,
         })
+    }
+
+    /// Records how long one pick and dispatch took, in `infergate_picker_latency_seconds`.
+    pub fn observe_decision(&self, took: Duration) {
+        self.decision_time.observe(took.as_secs_f64());
     }
 
     /// Counts a request sent to `endpoint` (fallbacks included) in

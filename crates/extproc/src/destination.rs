@@ -78,8 +78,7 @@ pub fn pick(
         limit,
         ..
     } = prepared;
-    let metrics = handle.metrics();
-    let picked = pick::pick(&target.pool, &features, handle.clock(), metrics)?;
+    let picked = pick::pick(&target.pool, &features, handle.clock())?;
     let destination = picked.destination();
     let Picked {
         snap,

@@ -141,7 +141,7 @@ async fn serve(
     };
 
     // Pick, on the pool as it is after the wait.
-    let picked = pick::pick(&pool, &prepared.features, plane.clock(), plane.metrics())?;
+    let picked = pick::pick(&pool, &prepared.features, plane.clock())?;
 
     // Proxy.
     let body = prepared.body.take().unwrap_or(received);

@@ -9,7 +9,6 @@ use infergate_api_error::ApiError;
 use infergate_control::pool::{PoolRuntime, Snapshot};
 use infergate_control::Clock;
 use infergate_picker::{Dispatch, Pick, RequestFeatures};
-use infergate_telemetry::metrics::{Metrics, PoolLabels};
 use tokio::time::Instant;
 
 /// A request's endpoints, chosen.
@@ -47,18 +46,12 @@ pub fn pick(
     pool: &PoolRuntime,
     features: &RequestFeatures,
     clock: Clock,
-    metrics: &Metrics,
 ) -> Result<Picked, ApiError> {
     let snap = pool.snapshot();
     let now = clock.now();
     let t0 = Instant::now();
     let picked = pool.pick(&snap, features, now);
-    metrics
-        .picker_latency
-        .get_or_create(&PoolLabels {
-            pool: pool.name.clone(),
-        })
-        .observe(t0.elapsed().as_secs_f64());
+    pool.observe_decision(t0.elapsed());
     let (pick, dispatch) = picked.map_err(|e| ApiError::no_endpoint(&pool.name, e))?;
     Ok(Picked {
         snap,
