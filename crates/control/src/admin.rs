@@ -131,17 +131,35 @@ fn route(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     match req.uri().path() {
         "/healthz" => text(StatusCode::OK, "ok\n"),
         "/readyz" => {
-            let mut waiting = unscraped(shared);
-            if !shared.keys_ready() {
-                waiting.push("JWT signing keys (never loaded)".to_owned());
+            let health = shared.members.as_ref().map(|m| m.health());
+            let mut waiting = Vec::new();
+            if let Some(h) = health.as_ref().filter(|h| !h.synced) {
+                waiting.push(format!("discovery has not synced: {}", h.problem));
             }
-            if waiting.is_empty() {
-                text(StatusCode::OK, "ready\n")
-            } else {
-                text(
+            let unscraped = unscraped(shared);
+            if !unscraped.is_empty() {
+                waiting.push(format!("never scraped: {}", unscraped.join(", ")));
+            }
+            if !shared.keys_ready() {
+                waiting.push("JWT signing keys never loaded".to_owned());
+            }
+            if !waiting.is_empty() {
+                return text(
                     StatusCode::SERVICE_UNAVAILABLE,
-                    format!("not ready: never scraped: {}\n", waiting.join(", ")),
-                )
+                    format!("not ready: {}\n", waiting.join("; ")),
+                );
+            }
+            match health.filter(|h| !h.problem.is_empty()) {
+                // Still ready: the last known endpoints keep serving, and restarting would
+                // lose them.
+                Some(h) => text(
+                    StatusCode::OK,
+                    format!(
+                        "ready (degraded: {}; serving the last known endpoints)\n",
+                        h.problem
+                    ),
+                ),
+                None => text(StatusCode::OK, "ready\n"),
             }
         }
         "/metrics" if shared.metrics_enabled => {

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use infergate_config::gateway::{RateLimitStore, ResolvedDiscovery, ResolvedGateway, TlsMode};
+use infergate_config::gateway::{RateLimitStore, ResolvedGateway, TlsMode};
 
 use crate::error::GatewayError;
 
@@ -31,12 +31,6 @@ pub(crate) fn parse_config(bytes: &[u8], path: &Path) -> Result<ResolvedGateway,
 /// Refuses what the standalone gateway cannot honour yet, naming the field, and returns the
 /// warnings for what it honours only in part.
 pub fn check_supported(config: &ResolvedGateway) -> Result<Vec<String>, GatewayError> {
-    if matches!(config.discovery, ResolvedDiscovery::Kubernetes { .. }) {
-        return Err(GatewayError::unsupported(
-            "spec.discovery",
-            "Kubernetes discovery is not implemented by the standalone gateway yet; list spec.endpoints",
-        ));
-    }
     if let Some(RateLimitStore::Redis { url }) = config.rate_limits.as_ref().map(|r| &r.store.value)
     {
         crate::limits::target::Target::parse(url)
@@ -48,7 +42,8 @@ pub fn check_supported(config: &ResolvedGateway) -> Result<Vec<String>, GatewayE
             "an ACM certificate is served by the load balancer, not by a standalone gateway; use certFile and keyFile",
         ));
     }
-    // spec.flowControl and spec.tenancy are honoured in full (see `admission`), spec.rewrites
+    // Kubernetes discovery needs a member source, which the plane checks when it builds the
+    // pools (`Routes::build`). spec.flowControl and spec.tenancy are honoured in full (see `admission`), spec.rewrites
     // too (see `routes::rewrites`), and spec.rateLimits (see `limits`).
     Ok(Vec::new())
 }

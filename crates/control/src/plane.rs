@@ -14,6 +14,7 @@ use infergate_telemetry::metrics::{Metrics, ReloadLabels};
 
 use crate::admin::Admin;
 use crate::clock::Clock;
+use crate::discovery::MemberSource;
 use crate::error::GatewayError;
 use crate::keys::{Auth, JwksRefresh};
 use crate::limits::RateLimits;
@@ -37,6 +38,8 @@ pub struct PlaneOptions {
     /// Write one JSON line per completed request to this file (see
     /// [`infergate_telemetry::capture`]).
     pub capture: Option<PathBuf>,
+    /// Where the members of pools come from under Kubernetes discovery (required then).
+    pub members: Option<Arc<dyn MemberSource>>,
 }
 
 /// The control plane: the pools, their scrapers and the admin listener. `infergate serve`
@@ -57,6 +60,10 @@ pub struct PlaneHandle {
     /// The config file's contents as last loaded, so the file watcher and SIGHUP do not both
     /// reload one change.
     file_seen: Arc<Mutex<Option<Vec<u8>>>>,
+    /// Held by a reload and by a membership refresh, so that a refresh never applies members
+    /// to a routing table a reload is replacing (the reload reads the member source itself,
+    /// after any refresh that came first).
+    writer: Arc<Mutex<()>>,
 }
 
 impl Plane {
@@ -71,7 +78,13 @@ impl Plane {
         let admin_listen = options.admin_listen.unwrap_or(config.admin_listen.value);
         let metrics_enabled = config.metrics_enabled.value;
         let metrics = Arc::new(Metrics::new());
-        let routes = Routes::build(config, config_dir, None, &metrics)?;
+        let routes = Routes::build(
+            config,
+            config_dir,
+            options.members.as_deref(),
+            None,
+            &metrics,
+        )?;
         let capture = match &options.capture {
             Some(path) => Some(Capture::open(path, &metrics)?),
             None => None,
@@ -92,6 +105,7 @@ impl Plane {
             jwks: options.jwks,
             rate_limits: ArcSwapOption::new(rate_limits),
             capture,
+            members: options.members.clone(),
         });
         let admin = Admin::start(admin_listen, Arc::clone(&shared))?;
         let scrape = ScrapeContext {
@@ -113,6 +127,7 @@ impl Plane {
                 scrape,
                 config_path: options.config_path.clone(),
                 file_seen: Arc::new(Mutex::new(file_seen)),
+                writer: Arc::new(Mutex::new(())),
             },
         })
     }
@@ -179,6 +194,7 @@ impl PlaneHandle {
 
     fn try_reload(&self, config: ResolvedGateway) -> Result<(), GatewayError> {
         check_supported(&config)?;
+        let _writing = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
         let config_dir = self.config_path.as_deref().and_then(Path::parent);
         let old = self.shared.routes.load_full();
         if old.config.listen != config.listen || old.config.admin_listen != config.admin_listen {
@@ -189,6 +205,7 @@ impl PlaneHandle {
         let routes = Arc::new(Routes::build(
             config,
             config_dir,
+            self.shared.members.as_deref(),
             Some(&old),
             &self.shared.metrics,
         )?);
@@ -207,14 +224,41 @@ impl PlaneHandle {
             self.shared.clock,
             &self.shared.metrics,
         )?;
-        let scrapers = scrape::start(routes.scraped_pools(), &self.scrape);
-        self.shared.routes.store(routes);
+        self.shared.routes.store(Arc::clone(&routes));
         self.shared.auth.store(auth);
         self.shared.rate_limits.store(rate_limits);
-        // The old scrapers stop as they are replaced.
-        *self.scrapers.lock().unwrap_or_else(PoisonError::into_inner) = scrapers;
+        // The old pools' scrapers stop; the new pools' start (each reads its members now).
+        self.scrapers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .sync(routes.scraped_pools(), &self.scrape);
         tracing::info!("config reloaded");
         Ok(())
+    }
+
+    /// Asks the member source for every discovered pool's members again and installs those
+    /// that changed (the snapshot swapped whole, the scrapers following): what a watch calls
+    /// after its cache changed. Requests never wait on it. How many pools changed.
+    pub fn refresh_members(&self) -> Result<usize, GatewayError> {
+        let Some(source) = self.shared.members.as_deref() else {
+            return Ok(0);
+        };
+        let _writing = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        let routes = self.shared.routes.load_full();
+        if routes.config.discovery == infergate_config::gateway::ResolvedDiscovery::Static {
+            return Ok(0);
+        }
+        let mut changed = 0;
+        for (config, pool) in routes.config.pools.iter().zip(&routes.pools) {
+            if pool.set_members(source.members(config), &self.shared.metrics)? {
+                changed += 1;
+                self.scrapers
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .sync_pool(pool, &self.scrape);
+            }
+        }
+        Ok(changed)
     }
 
     /// Reloads from the config file the gateway was started with.
@@ -313,8 +357,8 @@ impl PlaneHandle {
         self.shared.rate_limits.load_full()
     }
 
-    /// Whether every endpoint has been scraped at least once and, with auth on, a signing key
-    /// set has loaded (what `/readyz` says).
+    /// Whether discovery has synced, every endpoint has been scraped at least once and, with
+    /// auth on, a signing key set has loaded (what `/readyz` says).
     pub fn is_ready(&self) -> bool {
         self.shared
             .routes
@@ -322,6 +366,7 @@ impl PlaneHandle {
             .scraped_pools()
             .all(|p| p.all_scraped())
             && self.shared.keys_ready()
+            && self.shared.members_synced()
     }
 
     /// With auth on, waits up to `within` for the signing keys' first load; whether there are

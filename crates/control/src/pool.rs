@@ -56,11 +56,16 @@ pub struct PoolRuntime {
     pub forward_priority: bool,
     policy: Policy,
     snapshot: ArcSwap<Snapshot>,
+    /// Held by whoever replaces the snapshot with a changed copy (a round of scrapes, a
+    /// membership change), so two writers never lose each other's update. Never taken on the
+    /// request path.
+    writer: Mutex<()>,
     picker: Arc<Mutex<Picker>>,
     admission: Arc<Admission>,
-    /// Each member's counters, labelled once when the membership is made, so the request path
-    /// never builds a label set.
-    counters: HashMap<EndpointId, EndpointCounters>,
+    /// Each member's counters, labelled once when the endpoint joins, so the request path
+    /// never builds a label set. Replaced whole by a membership change, which keeps the
+    /// handles of endpoints that stay.
+    counters: ArcSwap<HashMap<EndpointId, EndpointCounters>>,
     /// `infergate_picker_latency_seconds` of this pool, labelled once.
     decision_time: Histogram,
 }
@@ -142,6 +147,11 @@ struct PoolParts<'a> {
     metrics: &'a Metrics,
 }
 
+fn lock_writer(m: &Mutex<()>) -> MutexGuard<'_, ()> {
+    // Guards no data of its own: a panicking writer left nothing half-written behind it.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 fn lock(m: &Mutex<Picker>) -> MutexGuard<'_, Picker> {
     // The picker's state is a cache of what it learned; a panic mid-update cannot make it
     // unsafe to keep using, only slightly wrong until it relearns.
@@ -149,13 +159,15 @@ fn lock(m: &Mutex<Picker>) -> MutexGuard<'_, Picker> {
 }
 
 impl PoolRuntime {
-    /// A pool from its config. With `previous` (a reload), endpoints that stay keep their
-    /// metrics, counters and in-flight guards, the picker is kept when the policy did not
-    /// change, and flow control (its queue and what it measured) when its settings did not.
+    /// A pool from its config, with the `members` discovery found. With `previous` (a
+    /// reload), endpoints that stay keep their metrics, counters and in-flight guards, the
+    /// picker is kept when the policy did not change, and flow control (its queue and what it
+    /// measured) when its settings did not.
     pub fn new(
         config: &PoolConfig,
         gateway: &ResolvedGateway,
         policy: Policy,
+        members: Vec<EndpointSpec>,
         previous: Option<&PoolRuntime>,
         metrics: &Metrics,
     ) -> Result<Self, GatewayError> {
@@ -171,7 +183,7 @@ impl PoolRuntime {
                 forward_priority: config.forward_priority.value,
                 admission: Admission::new(&config.name, gateway, true),
                 policy,
-                members: discovery::static_members(config),
+                members,
                 metrics,
             },
             previous,
@@ -224,6 +236,12 @@ impl PoolRuntime {
             .iter()
             .map(|m| (m.id, EndpointCounters::of(metrics, name, &m.address)))
             .collect();
+        metrics
+            .pool_endpoints
+            .get_or_create(&PoolLabels {
+                pool: name.to_owned(),
+            })
+            .set(i64::try_from(members.len()).unwrap_or(i64::MAX));
         let decision_time = metrics
             .picker_latency
             .get_or_create(&PoolLabels {
@@ -274,9 +292,10 @@ impl PoolRuntime {
             forward_priority,
             policy,
             snapshot: ArcSwap::from_pointee(Snapshot { pool, state }),
+            writer: Mutex::new(()),
             picker,
             admission,
-            counters,
+            counters: ArcSwap::from_pointee(counters),
             decision_time,
         })
     }
@@ -289,7 +308,7 @@ impl PoolRuntime {
     /// Counts a request sent to `endpoint` (fallbacks included) in
     /// `infergate_routing_decisions_total`.
     pub fn count_sent(&self, endpoint: EndpointId) {
-        if let Some(c) = self.counters.get(&endpoint) {
+        if let Some(c) = self.counters.load().get(&endpoint) {
             c.sent.inc();
         }
     }
@@ -297,7 +316,7 @@ impl PoolRuntime {
     /// Counts an attempt at `endpoint` that moved on to the next endpoint in
     /// `infergate_upstream_retries_total`.
     pub fn count_retry(&self, endpoint: EndpointId, reason: RetryReason) {
-        if let Some(c) = self.counters.get(&endpoint) {
+        if let Some(c) = self.counters.load().get(&endpoint) {
             match reason {
                 RetryReason::Connect => c.retried_connect.inc(),
                 RetryReason::Unavailable => c.retried_unavailable.inc(),
@@ -358,6 +377,7 @@ impl PoolRuntime {
         now: Duration,
         metrics: &Metrics,
     ) {
+        let _writing = lock_writer(&self.writer);
         let mut pool = self.snapshot.load().pool.clone();
         let landed: Vec<EndpointId> = scrapes.iter().map(|(id, _)| *id).collect();
         for (id, m) in scrapes {
@@ -377,6 +397,55 @@ impl PoolRuntime {
             .get_or_create(&labels)
             .set(state.saturation);
         self.snapshot.store(Arc::new(Snapshot { pool, state }));
+    }
+
+    /// Replaces the members with what discovery found now, when they differ: endpoints that
+    /// stay keep their scrapes, picker state, in-flight credit and counters (only a joining
+    /// endpoint gets new ones), so one pod's change costs one endpoint's state, not the
+    /// pool's. Whether anything changed (then the scrapers must follow).
+    pub fn set_members(
+        &self,
+        members: Vec<EndpointSpec>,
+        metrics: &Metrics,
+    ) -> Result<bool, GatewayError> {
+        let _writing = lock_writer(&self.writer);
+        let old = self.snapshot.load_full();
+        if old.pool.specs() == members.as_slice() {
+            return Ok(false);
+        }
+        let pool = old
+            .pool
+            .with_members(members)
+            .map_err(|e| GatewayError::Picker {
+                pool: self.name.clone(),
+                reason: e.to_string(),
+            })?;
+        let old_counters = self.counters.load();
+        let counters: HashMap<EndpointId, EndpointCounters> = pool
+            .specs()
+            .iter()
+            .map(|m| {
+                let c = old_counters
+                    .get(&m.id)
+                    .cloned()
+                    .unwrap_or_else(|| EndpointCounters::of(metrics, &self.name, &m.address));
+                (m.id, c)
+            })
+            .collect();
+        let labels = PoolLabels {
+            pool: self.name.clone(),
+        };
+        metrics
+            .pool_endpoints
+            .get_or_create(&labels)
+            .set(i64::try_from(pool.specs().len()).unwrap_or(i64::MAX));
+        metrics.membership_changes.get_or_create(&labels).inc();
+        self.counters.store(Arc::new(counters));
+        self.snapshot.store(Arc::new(Snapshot {
+            pool,
+            state: old.state,
+        }));
+        Ok(true)
     }
 
     /// Whether every endpoint has been scraped at least once.

@@ -3,7 +3,7 @@
 //! publisher per pool applies each round of scrapes to a copy of the pool snapshot and swaps it
 //! in. The request path only ever loads the current snapshot.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -65,16 +65,103 @@ impl Default for ScrapeSettings {
     }
 }
 
-/// The running scrapers of one set of pools; dropping it stops them.
+/// Room in a pool's channel of scrapes for the publisher. Tokio allocates a bounded channel's
+/// blocks as they fill, so a generous bound costs nothing until a publisher falls behind, and
+/// it does not have to follow the pool's size as members come and go.
+const PUBLISH_BOUND: usize = 16_384;
+
+/// The running scrapers of the pools of one routing table, kept in step with each pool's
+/// members by [`Scrapers::sync`]; dropping it stops them.
 #[derive(Debug, Default)]
 pub struct Scrapers {
-    tasks: Vec<AbortHandle>,
+    pools: HashMap<String, PoolScrapers>,
 }
 
-impl Drop for Scrapers {
+/// The publisher of one pool and a scraper per member.
+#[derive(Debug)]
+struct PoolScrapers {
+    /// The runtime they feed: a reload builds a new one, and its scrapers start afresh.
+    runtime: Arc<PoolRuntime>,
+    publisher: AbortHandle,
+    tx: mpsc::Sender<(EndpointId, ScrapedMetrics)>,
+    endpoints: HashMap<EndpointId, AbortHandle>,
+}
+
+impl Drop for PoolScrapers {
     fn drop(&mut self) {
-        for t in &self.tasks {
+        self.publisher.abort();
+        for t in self.endpoints.values() {
             t.abort();
+        }
+    }
+}
+
+impl Scrapers {
+    /// Starts what `pools` need and stops the rest: a publisher per pool (a new one for a pool
+    /// runtime it has not seen), a scraper per member that has none, none for members that
+    /// left. Pools not listed lose their scrapers. Must run inside a tokio runtime.
+    pub fn sync<'a>(
+        &mut self,
+        pools: impl IntoIterator<Item = &'a Arc<PoolRuntime>>,
+        ctx: &ScrapeContext,
+    ) {
+        let mut seen = HashSet::new();
+        for pool in pools {
+            seen.insert(pool.name.clone());
+            self.sync_pool(pool, ctx);
+        }
+        self.pools.retain(|name, _| seen.contains(name));
+    }
+
+    /// [`Scrapers::sync`] for one pool, leaving the others alone: what a membership change
+    /// needs.
+    pub fn sync_pool(&mut self, pool: &Arc<PoolRuntime>, ctx: &ScrapeContext) {
+        let fresh = self
+            .pools
+            .get(&pool.name)
+            .is_none_or(|p| !Arc::ptr_eq(&p.runtime, pool));
+        if fresh {
+            pool.admission().attach_metrics(&ctx.metrics);
+            let (tx, rx) = mpsc::channel(PUBLISH_BOUND);
+            let publisher = tokio::spawn(publish(Arc::clone(pool), rx, ctx.clone())).abort_handle();
+            // Replacing the entry drops (and so stops) the old runtime's scrapers.
+            self.pools.insert(
+                pool.name.clone(),
+                PoolScrapers {
+                    runtime: Arc::clone(pool),
+                    publisher,
+                    tx,
+                    endpoints: HashMap::new(),
+                },
+            );
+        }
+        let Some(running) = self.pools.get_mut(&pool.name) else {
+            return;
+        };
+        let specs = pool.snapshot().pool.specs().to_vec();
+        let new: Vec<_> = specs
+            .iter()
+            .filter(|s| !running.endpoints.contains_key(&s.id))
+            .cloned()
+            .collect();
+        declare_series(pool, &new, &ctx.metrics);
+        let members: HashSet<EndpointId> = specs.iter().map(|s| s.id).collect();
+        running.endpoints.retain(|id, task| {
+            let stays = members.contains(id);
+            if !stays {
+                task.abort();
+            }
+            stays
+        });
+        for spec in new {
+            let endpoint = Endpoint {
+                id: spec.id,
+                address: spec.address,
+                pool: pool.name.clone(),
+                engine: pool.engine,
+            };
+            let task = tokio::spawn(scrape_loop(endpoint, running.tx.clone(), ctx.clone()));
+            running.endpoints.insert(spec.id, task.abort_handle());
         }
     }
 }
@@ -97,28 +184,9 @@ pub fn start<'a>(
     pools: impl IntoIterator<Item = &'a Arc<PoolRuntime>>,
     ctx: &ScrapeContext,
 ) -> Scrapers {
-    let mut tasks = Vec::new();
-    for pool in pools {
-        let specs = pool.snapshot().pool.specs().to_vec();
-        declare_series(pool, &specs, &ctx.metrics);
-        pool.admission().attach_metrics(&ctx.metrics);
-        if specs.is_empty() {
-            continue;
-        }
-        // A few rounds of headroom; a full channel drops a scrape, and the next one is 50 ms away.
-        let (tx, rx) = mpsc::channel(specs.len() * 4);
-        tasks.push(tokio::spawn(publish(Arc::clone(pool), rx, ctx.clone())).abort_handle());
-        for spec in specs {
-            let endpoint = Endpoint {
-                id: spec.id,
-                address: spec.address,
-                pool: pool.name.clone(),
-                engine: pool.engine,
-            };
-            tasks.push(tokio::spawn(scrape_loop(endpoint, tx.clone(), ctx.clone())).abort_handle());
-        }
-    }
-    Scrapers { tasks }
+    let mut scrapers = Scrapers::default();
+    scrapers.sync(pools, ctx);
+    scrapers
 }
 
 /// Creates the pool's and its endpoints' error series at zero, so a dashboard sees the series

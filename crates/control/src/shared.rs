@@ -8,6 +8,7 @@ use infergate_telemetry::capture::Capture;
 use infergate_telemetry::metrics::Metrics;
 
 use crate::clock::Clock;
+use crate::discovery::MemberSource;
 use crate::keys::{Auth, JwksRefresh};
 use crate::limits::RateLimits;
 use crate::routes::Routes;
@@ -32,9 +33,16 @@ pub(crate) struct Shared {
     pub(crate) rate_limits: ArcSwapOption<RateLimits>,
     /// The trace capture, when `--capture` asked for one.
     pub(crate) capture: Option<Capture>,
+    /// Where discovered pools' members come from (Kubernetes discovery).
+    pub(crate) members: Option<Arc<dyn MemberSource>>,
 }
 
 impl Shared {
+    /// Whether the member source (if any) has synced: until then pools may lack members.
+    pub(crate) fn members_synced(&self) -> bool {
+        self.members.as_ref().is_none_or(|m| m.health().synced)
+    }
+
     /// Whether auth is off or its keys have loaded (part of readiness).
     pub(crate) fn keys_ready(&self) -> bool {
         self.auth

@@ -12,6 +12,7 @@ use std::time::Duration;
 use envoy_types::pb::envoy::service::ext_proc::v3::external_processor_server::ExternalProcessorServer;
 use futures_util::Stream;
 use infergate_config::gateway::{DefaultBackend, ResolvedGateway};
+use infergate_control::discovery::MemberSource;
 use infergate_control::tls::Tls;
 use infergate_control::{GatewayError, Plane, PlaneHandle, PlaneOptions, ScrapeSettings};
 use tokio::net::{TcpListener, TcpStream};
@@ -56,6 +57,8 @@ pub struct ExtProcOptions {
     pub scrape: ScrapeSettings,
     /// How long streams in flight may take to finish after shutdown begins.
     pub drain_timeout: Duration,
+    /// Where pools' members come from under Kubernetes discovery (`--pool-name`).
+    pub members: Option<Arc<dyn MemberSource>>,
 }
 
 impl Default for ExtProcOptions {
@@ -67,6 +70,7 @@ impl Default for ExtProcOptions {
             config_path: None,
             scrape: ScrapeSettings::default(),
             drain_timeout: Duration::from_secs(30),
+            members: None,
         }
     }
 }
@@ -134,6 +138,7 @@ impl ExtProc {
             admin_listen: options.admin_listen,
             config_path: options.config_path.clone(),
             scrape: options.scrape,
+            members: options.members.clone(),
             ..PlaneOptions::default()
         };
         let (plane, tls) = Plane::open(config, &plane_options).await?;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use infergate_config::gateway::ResolvedGateway;
+use infergate_control::discovery::MemberSource;
 use infergate_control::keys::JwksRefresh;
 use infergate_control::tls::Tls;
 use infergate_control::{GatewayError, Plane, PlaneHandle, PlaneOptions, ScrapeSettings};
@@ -32,6 +33,8 @@ pub struct GatewayOptions {
     /// Write one JSON line per completed request to this file (see
     /// [`infergate_telemetry::capture`]).
     pub capture: Option<PathBuf>,
+    /// Where pools' members come from under Kubernetes discovery.
+    pub members: Option<Arc<dyn MemberSource>>,
 }
 
 impl Default for GatewayOptions {
@@ -44,6 +47,7 @@ impl Default for GatewayOptions {
             drain_timeout: Duration::from_secs(30),
             jwks: JwksRefresh::default(),
             capture: None,
+            members: None,
         }
     }
 }
@@ -57,6 +61,7 @@ impl GatewayOptions {
             scrape: self.scrape,
             jwks: self.jwks,
             capture: self.capture.clone(),
+            members: self.members.clone(),
         }
     }
 }

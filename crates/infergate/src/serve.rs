@@ -1,21 +1,44 @@
-//! `infergate serve --config F`: the standalone gateway, until Ctrl-C or SIGTERM (which drain);
-//! SIGHUP or a change to the file reloads it.
+//! `infergate serve --config F` or `--from-cluster NAME`: the gateway, until Ctrl-C or SIGTERM
+//! (which drain). From a file, SIGHUP or a change to the file reloads it; from the cluster,
+//! every change to the resource or its adapter maps does. Under Kubernetes discovery (a config
+//! without `spec.endpoints`) the pods are watched through the ambient kubeconfig or the pod's
+//! service account.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use infergate_control::discovery::MemberSource;
 use infergate_control::{load_config, PlaneHandle};
 use infergate_gateway::{Gateway, GatewayOptions};
+use infergate_kubernetes::cluster;
+use infergate_kubernetes::{Cluster, ClusterOptions, PodDiscovery};
 
 /// Flags of `infergate serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// The InferenceGatewayConfig file.
+    #[arg(
+        long,
+        required_unless_present = "from_cluster",
+        conflicts_with = "from_cluster"
+    )]
+    config: Option<PathBuf>,
+    /// Read the InferenceGatewayConfig custom resource NAME from the Kubernetes API instead of a
+    /// file, reload on each change to it, and write its status.
+    #[arg(long, value_name = "NAME")]
+    from_cluster: Option<String>,
+    /// The namespace of `--from-cluster`'s resource, and of the pods when the config names
+    /// none (default: env NAMESPACE, else the kubeconfig's or the pod's own).
     #[arg(long)]
-    config: PathBuf,
+    namespace: Option<String>,
+    /// The API group of `--from-cluster`'s resource (default: the first of
+    /// inference.sagemaker.aws.amazon.com and infergate.dev that has it).
+    #[arg(long, requires = "from_cluster")]
+    group: Option<String>,
     /// Inference listener (default: spec.listen.address, else 127.0.0.1:8080).
     #[arg(long)]
     listen: Option<SocketAddr>,
@@ -40,22 +63,98 @@ pub struct ServeArgs {
 /// How often the config file is checked for changes.
 pub const WATCH_EVERY: Duration = Duration::from_secs(2);
 
+/// This replica's name in leases and Events: env POD_NAME (the downward API), else the host
+/// name and process id.
+pub fn identity() -> String {
+    std::env::var("POD_NAME")
+        .ok()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_owned())
+                .unwrap_or_else(|_| "infergate".to_owned());
+            format!("{host}-{}", std::process::id())
+        })
+}
+
+/// `--namespace`, else env NAMESPACE.
+fn namespace_flag(flag: Option<String>) -> Option<String> {
+    flag.or_else(|| std::env::var("NAMESPACE").ok().filter(|n| !n.is_empty()))
+}
+
+/// Where the config comes from, opened: the config, the member source under Kubernetes
+/// discovery, and, from the cluster, what keeps the gateway in step with it.
+struct Opened {
+    config: infergate_config::gateway::ResolvedGateway,
+    pods: Option<Arc<PodDiscovery>>,
+    cluster: Option<Cluster>,
+}
+
+async fn open(args: &ServeArgs) -> anyhow::Result<Opened> {
+    let namespace = namespace_flag(args.namespace.clone());
+    if let Some(name) = &args.from_cluster {
+        let client = cluster::client().await.context(
+            "connecting to the Kubernetes API (kubeconfig or in-cluster service account)",
+        )?;
+        let (cluster, config) = Cluster::open(
+            client,
+            ClusterOptions {
+                name: name.clone(),
+                namespace,
+                group: args.group.clone(),
+                identity: identity(),
+            },
+        )
+        .await
+        .context("reading the InferenceGatewayConfig from the cluster")?;
+        return Ok(Opened {
+            config,
+            pods: None,
+            cluster: Some(cluster),
+        });
+    }
+    let path = args
+        .config
+        .as_ref()
+        .context("--config or --from-cluster is required")?;
+    let config = load_config(path).with_context(|| format!("in {}", path.display()))?;
+    let pods = if cluster::pod_namespace(&config, "").is_some() {
+        let client = cluster::client().await.context(
+            "spec.discovery is Kubernetes (no spec.endpoints): connecting to the Kubernetes API (kubeconfig or in-cluster service account)",
+        )?;
+        let fallback = namespace.unwrap_or_else(|| client.default_namespace().to_owned());
+        cluster::start_pods(&client, &config, &fallback).await
+    } else {
+        None
+    };
+    Ok(Opened {
+        config,
+        pods,
+        cluster: None,
+    })
+}
+
 /// Runs `infergate serve`.
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let config =
-        load_config(&args.config).with_context(|| format!("in {}", args.config.display()))?;
-    let options = GatewayOptions {
-        listen: args.listen,
-        admin_listen: args.admin_listen,
-        config_path: Some(args.config.clone()),
-        drain_timeout: Duration::from_secs(args.drain_secs),
-        capture: args.capture,
-        ..GatewayOptions::default()
-    };
     let (runtime, threads) = runtime()?;
     let busy_poll = args.busy_poll;
     runtime.block_on(async move {
-        let gateway = Gateway::bind(config, options).await?;
+        let opened = open(&args).await?;
+        let members = match (&opened.cluster, &opened.pods) {
+            (Some(c), _) => c.members(),
+            (None, Some(p)) => Some(Arc::clone(p) as Arc<dyn MemberSource>),
+            (None, None) => None,
+        };
+        let options = GatewayOptions {
+            listen: args.listen,
+            admin_listen: args.admin_listen,
+            config_path: args.config.clone(),
+            drain_timeout: Duration::from_secs(args.drain_secs),
+            capture: args.capture,
+            members,
+            ..GatewayOptions::default()
+        };
+        let gateway = Gateway::bind(opened.config, options).await?;
         if busy_poll {
             crate::busy_poll::start(threads);
             println!("busy polling: {threads} data-plane thread(s), each using a whole CPU");
@@ -77,12 +176,20 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             ),
         }
         let handle = gateway.handle();
-        let watcher = handle.watch_config_file(WATCH_EVERY);
-        let hup = tokio::spawn(reload_on_sighup(handle));
+        let mut tasks = Vec::new();
+        if let Some(cluster) = opened.cluster {
+            tasks.push(cluster.run(handle.clone()));
+        }
+        if let Some(pods) = &opened.pods {
+            tasks.push(pods.attach(handle.clone()));
+        }
+        tasks.extend(handle.watch_config_file(WATCH_EVERY));
+        if args.config.is_some() {
+            tasks.push(tokio::spawn(reload_on_sighup(handle)));
+        }
         gateway.run(shutdown_signal()).await;
-        hup.abort();
-        if let Some(w) = watcher {
-            w.abort();
+        for t in tasks {
+            t.abort();
         }
         Ok(())
     })

@@ -28,6 +28,9 @@ pub struct EndpointSpec {
     pub id: EndpointId,
     /// Where to send requests, `"ip:port"` (or `"host:port"`); unique within a pool.
     pub address: String,
+    /// A name for people: `<pod>-rank-<i>` for a discovered pod's port, the address for a
+    /// static endpoint.
+    pub name: String,
     /// Pod or static labels, matched by label-selector filters.
     pub labels: BTreeMap<String, String>,
 }
@@ -35,11 +38,19 @@ pub struct EndpointSpec {
 impl EndpointSpec {
     /// An endpoint with no labels.
     pub fn new(id: u64, address: impl Into<String>) -> Self {
+        let address = address.into();
         Self {
             id: EndpointId(id),
-            address: address.into(),
+            name: address.clone(),
+            address,
             labels: BTreeMap::new(),
         }
+    }
+
+    /// Names it (builder style).
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
     }
 
     /// Adds a label (builder style).

@@ -176,6 +176,17 @@ pub struct Metrics {
     /// Requests whose model was rewritten (canary splits and the rewrite header), by the model
     /// asked for and the target; counted once routing accepted the target.
     pub rewrites: Family<RewriteLabels, Counter>,
+    /// Endpoints each pool has now, from discovery (static or Kubernetes).
+    pub pool_endpoints: Family<PoolLabels, Gauge>,
+    /// Membership changes installed, by pool.
+    pub membership_changes: Family<PoolLabels, Counter>,
+    /// 1 while Kubernetes discovery has listed every resource it watches and its watches are
+    /// live; 0 while it has not synced yet or lost the API server (serving the last known
+    /// endpoints).
+    pub discovery_synced: Gauge,
+    /// Watch errors from the Kubernetes API, by resource (each one is followed by a retry, a
+    /// re-list after `410 Gone`).
+    pub discovery_watch_errors: Family<ResourceLabels, Counter>,
     /// Completed requests written to the trace capture (`--capture`).
     pub capture_records: Counter,
     /// Completed requests the trace capture dropped because its writer was behind (or closed).
@@ -198,6 +209,13 @@ pub struct StoreErrorLabels {
     /// `timeout`, `connection`, `refused`, `protocol`, or `down` (failed at once, within the
     /// retry delay after a failure).
     pub reason: String,
+}
+
+/// Labels of a watched Kubernetes resource.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResourceLabels {
+    /// The resource's plural (`pods`, `configmaps`, `inferencegatewayconfigs`).
+    pub resource: String,
 }
 
 /// Labels of a JWKS load.
@@ -254,6 +272,10 @@ impl Metrics {
             rate_limit_store_errors: Family::default(),
             rate_limit_tenants: Gauge::default(),
             rewrites: Family::default(),
+            pool_endpoints: Family::default(),
+            membership_changes: Family::default(),
+            discovery_synced: Gauge::default(),
+            discovery_watch_errors: Family::default(),
             capture_records: Counter::default(),
             capture_dropped: Counter::default(),
             registry: Registry::default(),
@@ -395,6 +417,26 @@ impl Metrics {
             "rate_limit_tenants",
             "Tenants the local rate-limit store tracks",
             m.rate_limit_tenants.clone(),
+        );
+        r.register(
+            "pool_endpoints",
+            "Endpoints each pool has now, from discovery",
+            m.pool_endpoints.clone(),
+        );
+        r.register(
+            "membership_changes",
+            "Membership changes installed into a pool",
+            m.membership_changes.clone(),
+        );
+        r.register(
+            "discovery_synced",
+            "1 while Kubernetes discovery is synced and its watches live; 0 before the first sync or while the API server is lost",
+            m.discovery_synced.clone(),
+        );
+        r.register(
+            "discovery_watch_errors",
+            "Kubernetes watch errors, by resource",
+            m.discovery_watch_errors.clone(),
         );
         Self { registry, ..m }
     }

@@ -6,12 +6,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use infergate_config::gateway::{DefaultBackend, ResolvedGateway};
+use infergate_config::gateway::{DefaultBackend, ResolvedDiscovery, ResolvedGateway};
 
 pub mod rewrites;
 
 use infergate_telemetry::metrics::Metrics;
 
+use crate::discovery::{self, MemberSource};
 use crate::error::GatewayError;
 use crate::pool::PoolRuntime;
 use crate::routes::rewrites::Rewrites;
@@ -42,11 +43,13 @@ pub struct Routes {
 }
 
 impl Routes {
-    /// Builds every pool. With `previous` (a reload), pools that keep their name keep their
+    /// Builds every pool, its members from `spec.endpoints` or, under Kubernetes discovery,
+    /// from `source`. With `previous` (a reload), pools that keep their name keep their
     /// learned state and the metrics of endpoints that stay.
     pub fn build(
         config: ResolvedGateway,
         config_dir: Option<&Path>,
+        source: Option<&dyn MemberSource>,
         previous: Option<&Routes>,
         metrics: &Metrics,
     ) -> Result<Self, GatewayError> {
@@ -55,10 +58,21 @@ impl Routes {
         for (i, p) in config.pools.iter().enumerate() {
             let policy = crate::policy::pool_policy(p, config_dir)?;
             let prev = previous.and_then(|r| r.pool(&p.name));
+            let members = match (&config.discovery, source) {
+                (ResolvedDiscovery::Static, _) => discovery::static_members(p),
+                (ResolvedDiscovery::Kubernetes { .. }, Some(source)) => source.members(p),
+                (ResolvedDiscovery::Kubernetes { .. }, None) => {
+                    return Err(GatewayError::unsupported(
+                        "spec.discovery",
+                        "Kubernetes discovery needs the Kubernetes API: run `infergate serve --config F` or `--from-cluster NAME` with a kubeconfig or in a pod, or list spec.endpoints",
+                    ))
+                }
+            };
             pools.push(Arc::new(PoolRuntime::new(
                 p,
                 &config,
                 policy,
+                members,
                 prev.map(|a| &**a),
                 metrics,
             )?));

@@ -1,0 +1,28 @@
+//! infergate in Kubernetes: everything that talks to the Kubernetes API, feeding the control
+//! plane (`infergate-control`) through its member source and its reload, and nothing a
+//! request waits on.
+//!
+//! | concern | module |
+//! |---|---|
+//! | which endpoints a Pod gives a pool (pure) | [`pods`] |
+//! | the pods of a namespace, watched; each pool's members | [`members`] |
+//! | a watch's health: listed once, lost since when | [`watch`] |
+//! | the `InferenceGatewayConfig` resource: found, watched, read as a config, Events | [`resource`] |
+//! | the status written on it (pure) | [`status`] |
+//! | LoRA adapter maps from bbr-managed ConfigMaps | [`lora`] |
+//! | leader election on a Lease (one status writer) | [`lease`] |
+//! | `serve --from-cluster`: all of the above, kept in step | [`cluster`] |
+
+#![forbid(unsafe_code)]
+
+pub mod cluster;
+pub mod lease;
+pub mod lora;
+pub mod members;
+pub mod pods;
+pub mod resource;
+pub mod status;
+pub mod watch;
+
+pub use cluster::{Cluster, ClusterOptions};
+pub use members::PodDiscovery;

@@ -1,0 +1,129 @@
+//! Pod discovery: every Pod of one namespace watched into a cache (kube's reflector), each
+//! pool's members computed from it by the pool's `modelSelector` and target port (the rules
+//! are in [`crate::pods`]), and the plane told after each change.
+//!
+//! Like the upstream endpoint picker, the watch is of the whole namespace and the selector is
+//! applied here: a pod relabelled out of a pool is still seen, and leaves it. The request path
+//! never waits on any of this: the plane asks [`PodDiscovery::members`] only when it builds or
+//! refreshes a pool, and requests read the snapshot that results.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use infergate_config::gateway::Pool as PoolConfig;
+use infergate_control::discovery::{MemberSource, SourceHealth};
+use infergate_control::PlaneHandle;
+use infergate_picker::EndpointSpec;
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher;
+use kube::{Api, Client};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use crate::pods;
+use crate::watch::{drive, WatchHealth};
+
+/// The pods of one namespace, watched.
+#[derive(Debug)]
+pub struct PodDiscovery {
+    namespace: String,
+    store: Store<Pod>,
+    health: WatchHealth,
+    changed: Arc<Notify>,
+    watch: JoinHandle<()>,
+}
+
+impl Drop for PodDiscovery {
+    fn drop(&mut self) {
+        self.watch.abort();
+    }
+}
+
+impl PodDiscovery {
+    /// Starts watching the pods of `namespace`. Must run inside a tokio runtime.
+    pub fn start(client: Client, namespace: &str) -> Arc<Self> {
+        let api: Api<Pod> = Api::namespaced(client, namespace);
+        let (store, writer) = reflector::store();
+        let health = WatchHealth::new("pods");
+        let changed = Arc::new(Notify::new());
+        let stream =
+            reflector::reflector(writer, watcher::watcher(api, watcher::Config::default()));
+        let watch = tokio::spawn(drive(stream, health.clone(), Arc::clone(&changed)));
+        Arc::new(Self {
+            namespace: namespace.to_owned(),
+            store,
+            health,
+            changed,
+            watch,
+        })
+    }
+
+    /// The namespace watched.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// Waits up to `within` for the first list of pods; whether it came.
+    pub async fn wait_synced(&self, within: Duration) -> bool {
+        self.health.wait_synced(within).await
+    }
+
+    /// Tells `plane` of every change from now on: after each batch of pod events it refreshes
+    /// the discovered pools' members (events that arrive while it does are coalesced into one
+    /// more refresh). Runs until the returned task is aborted.
+    pub fn attach(self: &Arc<Self>, plane: PlaneHandle) -> JoinHandle<()> {
+        self.health.attach_metrics(plane.metrics());
+        let me = Arc::clone(self);
+        tokio::spawn(async move {
+            loop {
+                plane
+                    .metrics()
+                    .discovery_synced
+                    .set(i64::from(me.health.live()));
+                match plane.refresh_members() {
+                    Ok(0) => {}
+                    Ok(n) => tracing::debug!(pools = n, "pool membership changed"),
+                    Err(e) => tracing::error!(error = %e, "membership change refused"),
+                }
+                me.changed.notified().await;
+            }
+        })
+    }
+}
+
+impl MemberSource for PodDiscovery {
+    fn members(&self, pool: &PoolConfig) -> Vec<EndpointSpec> {
+        let ports = [pool.target_port.value];
+        let mut out: Vec<EndpointSpec> = self
+            .store
+            .state()
+            .iter()
+            .filter(|p| pool.selector.matches(pods::labels(p)))
+            .flat_map(|p| pods::endpoints(p, &ports))
+            .collect();
+        // A fixed order, so an unchanged membership compares equal and swaps nothing.
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        // Two pods reporting one address (an IP reused before the old pod's deletion was seen)
+        // are one endpoint: the first by name stays.
+        let mut seen = std::collections::HashSet::new();
+        out.retain(|e| seen.insert(e.id));
+        out
+    }
+
+    fn health(&self) -> SourceHealth {
+        SourceHealth {
+            synced: self.health.synced(),
+            problem: if self.health.synced() {
+                self.health.problem()
+            } else {
+                let p = self.health.problem();
+                if p.is_empty() {
+                    format!("listing the pods of namespace {}", self.namespace)
+                } else {
+                    p
+                }
+            },
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! A watch's health, shared by every watch this crate runs: whether it has listed once (its
+//! cache is complete) and, when the API server is lost, since when and why. The cache itself
+//! is kube's reflector store, which keeps its last contents through a lost connection and is
+//! replaced whole by the re-list that follows (`410 Gone` included), so what was known keeps
+//! serving until something newer is known.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use infergate_telemetry::metrics::{Metrics, ResourceLabels};
+use kube::runtime::watcher;
+use kube::runtime::WatchStreamExt;
+use tokio::sync::{watch, Notify};
+
+/// What one watch knows of itself.
+#[derive(Debug, Default)]
+struct State {
+    synced: bool,
+    /// Since when and why the watch is failing; `None` while it is live.
+    failing: Option<(Instant, String)>,
+}
+
+/// The health of one watch, cloned into the task that drives it.
+#[derive(Debug, Clone)]
+pub struct WatchHealth {
+    resource: &'static str,
+    state: Arc<Mutex<State>>,
+    synced: watch::Sender<bool>,
+    metrics: Arc<Mutex<Option<Arc<Metrics>>>>,
+}
+
+impl WatchHealth {
+    /// A watch of `resource` (its plural, for logs and metrics) that has not listed yet.
+    pub fn new(resource: &'static str) -> Self {
+        Self {
+            resource,
+            state: Arc::default(),
+            synced: watch::channel(false).0,
+            metrics: Arc::default(),
+        }
+    }
+
+    /// Counts watch errors in `metrics` from now on.
+    pub fn attach_metrics(&self, metrics: &Arc<Metrics>) {
+        *self.metrics.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(metrics));
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether the watch has listed once.
+    pub fn synced(&self) -> bool {
+        self.state().synced
+    }
+
+    /// Empty while live; otherwise what is wrong, for readiness detail.
+    pub fn problem(&self) -> String {
+        match &self.state().failing {
+            None => String::new(),
+            Some((since, why)) => format!(
+                "{} watch failing for {} s: {why}",
+                self.resource,
+                since.elapsed().as_secs()
+            ),
+        }
+    }
+
+    /// Whether it is synced and live.
+    pub fn live(&self) -> bool {
+        let s = self.state();
+        s.synced && s.failing.is_none()
+    }
+
+    /// Waits up to `within` for the first list; whether it came.
+    pub async fn wait_synced(&self, within: Duration) -> bool {
+        let mut rx = self.synced.subscribe();
+        tokio::time::timeout(within, rx.wait_for(|s| *s))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    fn on_event<K>(&self, event: &watcher::Event<K>) {
+        let mut s = self.state();
+        if let Some((since, _)) = s.failing.take() {
+            tracing::info!(
+                resource = self.resource,
+                after_s = since.elapsed().as_secs(),
+                "Kubernetes watch recovered"
+            );
+        }
+        if matches!(event, watcher::Event::InitDone) && !s.synced {
+            s.synced = true;
+            drop(s);
+            self.synced.send_replace(true);
+        }
+    }
+
+    fn on_error(&self, error: &watcher::Error) {
+        if let Some(m) = self
+            .metrics
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+        {
+            m.discovery_watch_errors
+                .get_or_create(&ResourceLabels {
+                    resource: self.resource.to_owned(),
+                })
+                .inc();
+        }
+        let mut s = self.state();
+        if s.failing.is_none() {
+            tracing::warn!(resource = self.resource, %error, "Kubernetes watch failed; keeping what it last knew and retrying");
+            s.failing = Some((Instant::now(), error.to_string()));
+        } else if let Some((_, why)) = s.failing.as_mut() {
+            *why = error.to_string();
+        }
+    }
+}
+
+/// Drives `stream` (a reflector over a watcher) for ever, with kube's default backoff between
+/// failures, keeping `health` and waking `changed` after each event that may have changed
+/// the cache.
+pub async fn drive<K, S>(stream: S, health: WatchHealth, changed: Arc<Notify>)
+where
+    S: futures_util::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
+{
+    let stream = stream.default_backoff();
+    futures_util::pin_mut!(stream);
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(event) => {
+                health.on_event(&event);
+                // Mid-list events change nothing the reflector shows until the list is done.
+                if !matches!(event, watcher::Event::Init | watcher::Event::InitApply(_)) {
+                    changed.notify_one();
+                }
+            }
+            Err(e) => health.on_error(&e),
+        }
+    }
+}
