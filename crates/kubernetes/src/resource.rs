@@ -135,7 +135,7 @@ impl GatewayResource {
             if let Some(ar) = found {
                 break ar;
             }
-            if waited % 5 == 0 {
+            if waited.is_multiple_of(5) {
                 tracing::warn!(
                     name,
                     namespace,

@@ -122,7 +122,7 @@ impl WatchHealth {
 
 /// Drives `stream` (a reflector over a watcher) for ever, with kube's default backoff between
 /// failures, keeping `health` and waking `changed` after each event that may have changed
-/// the cache.
+/// the cache and after each failure.
 pub async fn drive<K, S>(stream: S, health: WatchHealth, changed: Arc<Notify>)
 where
     S: futures_util::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
@@ -138,7 +138,11 @@ where
                     changed.notify_one();
                 }
             }
-            Err(e) => health.on_error(&e),
+            Err(e) => {
+                health.on_error(&e);
+                // Nothing in the cache changed, but what readiness and the metrics say did.
+                changed.notify_one();
+            }
         }
     }
 }

@@ -6,7 +6,8 @@
 //! - [`http`]: plain blocking HTTP/1.1; [`client`]: a small async HTTP/1.1 client;
 //!   [`wait`]: waiting with a deadline;
 //! - [`replicas`]: simulated vLLM replicas in the test's runtime;
-//! - [`redis`]: a real `redis-server`; [`envoy`]: a real Envoy.
+//! - [`redis`]: a real `redis-server`; [`envoy`]: a real Envoy; [`kube`]: a real
+//!   kube-apiserver and etcd, with `kubectl`.
 //!
 //! A dev-dependency only. Nothing here is product code, so it may panic on a broken set-up:
 //! a test that cannot set up should fail loudly. It depends on no front and no control plane
@@ -20,6 +21,7 @@ pub mod dir;
 pub mod envoy;
 pub mod http;
 pub mod jwt;
+pub mod kube;
 pub mod ports;
 pub mod process;
 pub mod redis;
