@@ -369,6 +369,12 @@ impl PlaneHandle {
             && self.shared.members_synced()
     }
 
+    /// Whether discovery has listed what it watches (always true with static endpoints): the
+    /// members are complete.
+    pub fn is_synced(&self) -> bool {
+        self.shared.members_synced()
+    }
+
     /// With auth on, waits up to `within` for the signing keys' first load; whether there are
     /// keys now (always true with auth off).
     pub async fn wait_for_keys(&self, within: Duration) -> bool {

@@ -206,6 +206,9 @@ impl ExtProc {
         let handle = self.plane.handle();
         let processor = Arc::new(Processor::new(handle.clone()));
         let (reporter, health_service) = tonic_health::server::health_reporter();
+        // Every status is set before the first probe can arrive (the reporter starts with
+        // `""` SERVING).
+        health::publish(&reporter, &handle).await;
         let follow = tokio::spawn(health::follow(reporter.clone(), handle));
         let ext_proc = ExternalProcessorServer::new(ExtProcService::new(processor))
             .max_decoding_message_size(MAX_MESSAGE)

@@ -122,9 +122,13 @@ spec:
         .await
         .unwrap();
     let mut health = HealthClient::new(channel.clone());
-    // Nothing scraped yet: alive, not ready.
-    assert_eq!(status(&mut health, "").await, Ok(SERVING));
+    // Nothing scraped yet: alive (static endpoints are synced from the start), not ready.
+    assert_eq!(status(&mut health, "").await, Ok(NOT_SERVING));
     assert_eq!(status(&mut health, "liveness").await, Ok(SERVING));
+    assert_eq!(
+        status(&mut health, "inference-extension").await,
+        Ok(SERVING)
+    );
     assert_eq!(status(&mut health, "readiness").await, Ok(NOT_SERVING));
     assert_eq!(status(&mut health, EXT_PROC).await, Ok(NOT_SERVING));
     assert_eq!(
@@ -140,6 +144,7 @@ spec:
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(status(&mut health, EXT_PROC).await, Ok(SERVING));
+    assert_eq!(status(&mut health, "").await, Ok(SERVING));
     let health_only = Channel::from_shared(format!("http://{health_addr}"))
         .unwrap()
         .connect()

@@ -1,14 +1,21 @@
-//! `infergate extproc --config F`: infergate as Envoy's endpoint picker (a gRPC ext_proc
-//! server), until Ctrl-C or SIGTERM (which drain); SIGHUP or a change to the file reloads it.
+//! `infergate extproc --config F` or `--pool-name N`: infergate as Envoy's endpoint picker (a
+//! gRPC ext_proc server), until Ctrl-C or SIGTERM (which drain). From a file, SIGHUP or a
+//! change to the file reloads it; with `--pool-name`, a drop-in for the upstream endpoint
+//! picker behind any Gateway API implementation, every change to the InferencePool N (its
+//! selector, its target ports) or its InferenceModelRewrites does.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use infergate_control::discovery::MemberSource;
 use infergate_control::load_config;
 use infergate_extproc::{ExtProc, ExtProcOptions};
+use infergate_kubernetes::cluster;
+use infergate_kubernetes::inference_pool::InferencePoolSource;
 
 use crate::serve::{reload_on_sighup, shutdown_signal, WATCH_EVERY};
 
@@ -16,8 +23,20 @@ use crate::serve::{reload_on_sighup, shutdown_signal, WATCH_EVERY};
 #[derive(Debug, Args)]
 pub struct ExtProcArgs {
     /// The InferenceGatewayConfig file.
-    #[arg(long)]
-    config: PathBuf,
+    #[arg(
+        long,
+        required_unless_present = "pool_name",
+        conflicts_with = "pool_name"
+    )]
+    config: Option<PathBuf>,
+    /// Pick for the InferencePool N (`inference.networking.k8s.io/v1`), watched in the
+    /// Kubernetes API: its selector and target ports are the pool.
+    #[arg(long, value_name = "N")]
+    pool_name: Option<String>,
+    /// The InferencePool's namespace (default: env NAMESPACE, else the kubeconfig's or the
+    /// pod's own).
+    #[arg(long, requires = "pool_name")]
+    pool_namespace: Option<String>,
     /// The ext_proc gRPC listener, also serving gRPC health (default: spec.listen.address when
     /// the config sets it, else 127.0.0.1:9002).
     #[arg(long)]
@@ -37,20 +56,46 @@ pub struct ExtProcArgs {
 
 /// Runs `infergate extproc`.
 pub fn run(args: ExtProcArgs) -> anyhow::Result<()> {
-    let config =
-        load_config(&args.config).with_context(|| format!("in {}", args.config.display()))?;
-    let options = ExtProcOptions {
-        listen: args.listen,
-        admin_listen: args.admin_listen,
-        health_listen: args.health_listen,
-        config_path: Some(args.config.clone()),
-        drain_timeout: Duration::from_secs(args.drain_secs),
-        ..ExtProcOptions::default()
-    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async move {
+        let (config, pool) = match (&args.config, &args.pool_name) {
+            (Some(path), _) => (
+                load_config(path).with_context(|| format!("in {}", path.display()))?,
+                None,
+            ),
+            (None, Some(name)) => {
+                let client = cluster::client().await.context(
+                    "connecting to the Kubernetes API (kubeconfig or in-cluster service account)",
+                )?;
+                let namespace = args
+                    .pool_namespace
+                    .clone()
+                    .or_else(|| std::env::var("NAMESPACE").ok().filter(|n| !n.is_empty()))
+                    .unwrap_or_else(|| client.default_namespace().to_owned());
+                let source = InferencePoolSource::start(client, name, &namespace).await;
+                let config = match source.config() {
+                    Some(c) => c,
+                    None => source
+                        .placeholder()
+                        .map_err(|e| anyhow::anyhow!("the placeholder pool: {e}"))?,
+                };
+                (config, Some(source))
+            }
+            (None, None) => anyhow::bail!("--config or --pool-name is required"),
+        };
+        let options = ExtProcOptions {
+            listen: args.listen,
+            admin_listen: args.admin_listen,
+            health_listen: args.health_listen,
+            config_path: args.config.clone(),
+            drain_timeout: Duration::from_secs(args.drain_secs),
+            members: pool
+                .as_ref()
+                .map(|p| Arc::clone(p) as Arc<dyn MemberSource>),
+            ..ExtProcOptions::default()
+        };
         let server = ExtProc::bind(config, options).await?;
         let scheme = if server.tls().is_some() {
             "gRPC over TLS"
@@ -69,12 +114,17 @@ pub fn run(args: ExtProcArgs) -> anyhow::Result<()> {
             println!("TLS: certificate SHA-256 fingerprint {}", tls.fingerprint);
         }
         let handle = server.handle();
-        let watcher = handle.watch_config_file(WATCH_EVERY);
-        let hup = tokio::spawn(reload_on_sighup(handle));
+        let mut tasks = Vec::new();
+        if let Some(pool) = &pool {
+            tasks.push(pool.run(handle.clone()));
+        }
+        tasks.extend(handle.watch_config_file(WATCH_EVERY));
+        if args.config.is_some() {
+            tasks.push(tokio::spawn(reload_on_sighup(handle)));
+        }
         server.run(shutdown_signal()).await;
-        hup.abort();
-        if let Some(w) = watcher {
-            w.abort();
+        for t in tasks {
+            t.abort();
         }
         Ok(())
     })

@@ -278,7 +278,7 @@ impl Cluster {
 }
 
 /// Aborts a task when dropped.
-struct AbortOnDrop(JoinHandle<()>);
+pub(crate) struct AbortOnDrop(pub(crate) JoinHandle<()>);
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {

@@ -12,10 +12,12 @@
 //! | LoRA adapter maps from bbr-managed ConfigMaps | [`lora`] |
 //! | leader election on a Lease (one status writer) | [`lease`] |
 //! | `serve --from-cluster`: all of the above, kept in step | [`cluster`] |
+//! | `extproc --pool-name`: an InferencePool and its rewrites as the one pool | [`inference_pool`] |
 
 #![forbid(unsafe_code)]
 
 pub mod cluster;
+pub mod inference_pool;
 pub mod lease;
 pub mod lora;
 pub mod members;

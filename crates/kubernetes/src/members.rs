@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use infergate_config::gateway::Pool as PoolConfig;
+use infergate_config::gateway::{LabelSelector, Pool as PoolConfig};
 use infergate_control::discovery::{MemberSource, SourceHealth};
 use infergate_control::PlaneHandle;
 use infergate_picker::EndpointSpec;
@@ -92,15 +92,15 @@ impl PodDiscovery {
     }
 }
 
-impl MemberSource for PodDiscovery {
-    fn members(&self, pool: &PoolConfig) -> Vec<EndpointSpec> {
-        let ports = [pool.target_port.value];
+impl PodDiscovery {
+    /// The endpoints of the ready pods `selector` matches, one per target port, in name order.
+    pub fn members_matching(&self, selector: &LabelSelector, ports: &[u16]) -> Vec<EndpointSpec> {
         let mut out: Vec<EndpointSpec> = self
             .store
             .state()
             .iter()
-            .filter(|p| pool.selector.matches(pods::labels(p)))
-            .flat_map(|p| pods::endpoints(p, &ports))
+            .filter(|p| selector.matches(pods::labels(p)))
+            .flat_map(|p| pods::endpoints(p, ports))
             .collect();
         // A fixed order, so an unchanged membership compares equal and swaps nothing.
         out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -109,6 +109,17 @@ impl MemberSource for PodDiscovery {
         let mut seen = std::collections::HashSet::new();
         out.retain(|e| seen.insert(e.id));
         out
+    }
+
+    /// The source's health, for a source built on this one.
+    pub fn source_health(&self) -> SourceHealth {
+        MemberSource::health(self)
+    }
+}
+
+impl MemberSource for PodDiscovery {
+    fn members(&self, pool: &PoolConfig) -> Vec<EndpointSpec> {
+        self.members_matching(&pool.selector, &[pool.target_port.value])
     }
 
     fn health(&self) -> SourceHealth {

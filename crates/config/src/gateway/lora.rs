@@ -177,7 +177,9 @@ impl ConfigMapDoc {
         Ok(ConfigMapAdapterMap {
             name,
             map: LoraAdapterMap {
-                base_model: data.base_model,
+                // Upstream BBR trims it: a map written with a trailing newline (a YAML block
+                // scalar) names the same model.
+                base_model: data.base_model.trim().to_owned(),
                 adapters,
             },
         })

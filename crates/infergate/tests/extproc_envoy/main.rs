@@ -16,6 +16,7 @@ mod common;
 mod client;
 mod envoy;
 mod failure;
+mod kubernetes;
 mod picker;
 mod setup;
 mod tenancy;
