@@ -250,12 +250,29 @@ impl PlaneHandle {
         }
         let mut changed = 0;
         for (config, pool) in routes.config.pools.iter().zip(&routes.pools) {
-            if pool.set_members(source.members(config), &self.shared.metrics)? {
+            let started = std::time::Instant::now();
+            if let Some(change) = pool.set_members(source.members(config), &self.shared.metrics)? {
                 changed += 1;
                 self.scrapers
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .sync_pool(pool, &self.scrape);
+                // A few names are enough to follow a rollout; a mass change says how many.
+                let names = |v: &[String]| {
+                    let mut s = v.iter().take(4).cloned().collect::<Vec<_>>().join(", ");
+                    if v.len() > 4 {
+                        s.push_str(&format!(" and {} more", v.len() - 4));
+                    }
+                    s
+                };
+                tracing::info!(
+                    pool = %pool.name,
+                    endpoints = change.endpoints,
+                    joined = %names(&change.joined),
+                    left = %names(&change.left),
+                    took_us = started.elapsed().as_micros() as u64,
+                    "pool membership changed"
+                );
             }
         }
         Ok(changed)

@@ -79,6 +79,17 @@ struct EndpointCounters {
     retried_unavailable: Counter,
 }
 
+/// What one membership change did to a pool, for its log line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MembershipChange {
+    /// Endpoints that joined, as `name (address)`.
+    pub joined: Vec<String>,
+    /// Endpoints that left, as `name (address)`.
+    pub left: Vec<String>,
+    /// Endpoints the pool has now.
+    pub endpoints: usize,
+}
+
 /// Why an attempt at an endpoint moved on to the next one, as the retry metric names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RetryReason {
@@ -402,17 +413,37 @@ impl PoolRuntime {
     /// Replaces the members with what discovery found now, when they differ: endpoints that
     /// stay keep their scrapes, picker state, in-flight credit and counters (only a joining
     /// endpoint gets new ones), so one pod's change costs one endpoint's state, not the
-    /// pool's. Whether anything changed (then the scrapers must follow).
+    /// pool's. What changed, if anything (then the scrapers must follow).
     pub fn set_members(
         &self,
         members: Vec<EndpointSpec>,
         metrics: &Metrics,
-    ) -> Result<bool, GatewayError> {
+    ) -> Result<Option<MembershipChange>, GatewayError> {
         let _writing = lock_writer(&self.writer);
         let old = self.snapshot.load_full();
         if old.pool.specs() == members.as_slice() {
-            return Ok(false);
+            return Ok(None);
         }
+        let before: HashMap<EndpointId, &EndpointSpec> =
+            old.pool.specs().iter().map(|s| (s.id, s)).collect();
+        let after: HashMap<EndpointId, &EndpointSpec> = members.iter().map(|s| (s.id, s)).collect();
+        let change = MembershipChange {
+            joined: members
+                .iter()
+                .filter(|s| !before.contains_key(&s.id))
+                .map(|s| format!("{} ({})", s.name, s.address))
+                .collect(),
+            left: old
+                .pool
+                .specs()
+                .iter()
+                .filter(|s| !after.contains_key(&s.id))
+                .map(|s| format!("{} ({})", s.name, s.address))
+                .collect(),
+            endpoints: members.len(),
+        };
+        drop(after);
+        drop(before);
         let pool = old
             .pool
             .with_members(members)
@@ -445,7 +476,7 @@ impl PoolRuntime {
             pool,
             state: old.state,
         }));
-        Ok(true)
+        Ok(Some(change))
     }
 
     /// Whether every endpoint has been scraped at least once.
@@ -455,5 +486,86 @@ impl PoolRuntime {
             .specs()
             .iter()
             .all(|s| snap.pool.metrics(s.id).is_some())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use infergate_picker::ScrapedMetrics;
+
+    fn gateway() -> ResolvedGateway {
+        let yaml = "apiVersion: infergate.dev/v1alpha1\nkind: InferenceGatewayConfig\nspec:\n  bbr: {enabled: true}\n  discovery: kubernetes\n  schedulers:\n    - name: p\n      modelName: m\n      modelSelector: {matchLabels: {app: a}}\n";
+        infergate_config::gateway::load_from_str(yaml)
+            .expect("parses")
+            .resolve()
+            .expect("resolves")
+    }
+
+    fn member(i: u32) -> EndpointSpec {
+        let address = format!("10.0.{}.{}:8000", i / 250, i % 250 + 1);
+        EndpointSpec::new(endpoint_id(&address).0, address).with_name(format!("pod-{i}-rank-0"))
+    }
+
+    #[test]
+    fn one_pod_joining_keeps_every_other_endpoints_scrapes_and_counters() {
+        let g = gateway();
+        let metrics = Metrics::new();
+        let members: Vec<EndpointSpec> = (0..1000).map(member).collect();
+        let policy = crate::policy::pool_policy(&g.pools[0], None).expect("policy");
+        let pool = PoolRuntime::new(&g.pools[0], &g, policy, members.clone(), None, &metrics)
+            .expect("pool");
+        let scrapes = members
+            .iter()
+            .map(|m| {
+                let s = ScrapedMetrics {
+                    waiting: Some(3),
+                    ..ScrapedMetrics::empty(Duration::from_secs(1))
+                };
+                (m.id, s)
+            })
+            .collect();
+        pool.install(scrapes, Duration::from_secs(1), &metrics);
+        pool.count_sent(members[7].id);
+        let counter_before = pool.counters.load()[&members[7].id].sent.clone();
+
+        let mut grown = members.clone();
+        grown.push(member(1000));
+        let change = pool
+            .set_members(grown.clone(), &metrics)
+            .expect("installs")
+            .expect("a change");
+        assert_eq!(change.joined, ["pod-1000-rank-0 (10.0.4.1:8000)"]);
+        assert!(change.left.is_empty());
+        assert_eq!(change.endpoints, 1001);
+
+        let snap = pool.snapshot();
+        assert_eq!(snap.pool.specs().len(), 1001);
+        // The 1,000 that stayed keep what was scraped; only the newcomer has nothing yet.
+        assert!(members.iter().all(|m| snap.pool.metrics(m.id).is_some()));
+        assert!(snap.pool.metrics(grown[1000].id).is_none());
+        // The counters that stayed are the same handles, not new series.
+        pool.count_sent(members[7].id);
+        assert_eq!(counter_before.get(), 2);
+        // The same members again is no change at all.
+        assert_eq!(pool.set_members(grown, &metrics).expect("ok"), None);
+    }
+
+    #[test]
+    fn a_pod_leaving_takes_only_its_own_endpoint() {
+        let g = gateway();
+        let metrics = Metrics::new();
+        let members: Vec<EndpointSpec> = (0..10).map(member).collect();
+        let policy = crate::policy::pool_policy(&g.pools[0], None).expect("policy");
+        let pool = PoolRuntime::new(&g.pools[0], &g, policy, members.clone(), None, &metrics)
+            .expect("pool");
+        let fewer: Vec<EndpointSpec> = members.iter().skip(1).cloned().collect();
+        let change = pool
+            .set_members(fewer, &metrics)
+            .expect("ok")
+            .expect("a change");
+        assert_eq!(change.left, ["pod-0-rank-0 (10.0.0.1:8000)"]);
+        assert!(change.joined.is_empty());
+        assert!(!pool.counters.load().contains_key(&members[0].id));
     }
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use infergate_control::discovery::MemberSource;
-use infergate_control::{load_config, PlaneHandle};
+use infergate_control::{load_config, PlaneHandle, ScrapeSettings};
 use infergate_gateway::{Gateway, GatewayOptions};
 use infergate_kubernetes::cluster;
 use infergate_kubernetes::{Cluster, ClusterOptions, PodDiscovery};
@@ -49,6 +49,11 @@ pub struct ServeArgs {
     /// Seconds requests in flight may take to finish after Ctrl-C or SIGTERM.
     #[arg(long, default_value_t = 30)]
     drain_secs: u64,
+    /// Milliseconds between two scrapes of one endpoint's /metrics (each wait jittered by
+    /// ±20 %). Every endpoint is scraped this often, so a pool of thousands of pods may want
+    /// more than the default.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..))]
+    scrape_interval_ms: u64,
     /// Write one JSON line per completed request to this file (arrival, model, adapter, tenant,
     /// priority, tokens, prefix hashes; never text), for `infergate bench --trace`.
     #[arg(long, value_name = "FILE")]
@@ -152,6 +157,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             drain_timeout: Duration::from_secs(args.drain_secs),
             capture: args.capture,
             members,
+            scrape: ScrapeSettings {
+                interval: Duration::from_millis(args.scrape_interval_ms),
+                ..ScrapeSettings::default()
+            },
             ..GatewayOptions::default()
         };
         let gateway = Gateway::bind(opened.config, options).await?;

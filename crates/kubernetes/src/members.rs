@@ -81,10 +81,9 @@ impl PodDiscovery {
                     .metrics()
                     .discovery_synced
                     .set(i64::from(me.health.live()));
-                match plane.refresh_members() {
-                    Ok(0) => {}
-                    Ok(n) => tracing::debug!(pools = n, "pool membership changed"),
-                    Err(e) => tracing::error!(error = %e, "membership change refused"),
+                // Each change is logged by the plane as it installs it.
+                if let Err(e) = plane.refresh_members() {
+                    tracing::error!(error = %e, "membership change refused");
                 }
                 me.changed.notified().await;
             }
