@@ -1,13 +1,19 @@
 //! The runner's event loop: one heap orders arrivals, engine step ends, scrapes and flow-control
 //! deadlines; each event is a method on [`Sim`].
+//!
+//! An arrival meets the gateway replica it was dealt to ([`crate::gateway`]), and everything
+//! that follows for it — flow control, the pick, the dispatch credit, the first token the
+//! latency model learns from, the completion — happens at that gateway. A scrape lands at all
+//! of them.
 
-use crate::gate::{FlowGate, Gate};
+use crate::gate::Gate;
+use crate::gateway::Gateway;
 use crate::outcome::{Outcome, QueueSample};
 use crate::replica::{choose, clairvoyant_choice, new_request, scrape, Replica};
 use crate::workload::BenchRequest;
 use infergate_config::gateway::Band;
 use infergate_engine::{Event, EventKind, RequestId};
-use infergate_picker::{Dispatch, EndpointId, Picker, Pool};
+use infergate_picker::{Dispatch, EndpointId};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::time::Duration;
@@ -17,21 +23,20 @@ pub(crate) enum Ev {
     Arrival(usize),
     Wake(usize),
     Scrape(usize),
-    /// A flow-control queue deadline may have passed.
-    FlowDeadline,
+    /// A flow-control queue deadline of this gateway may have passed.
+    FlowDeadline(usize),
 }
 
 /// Everything a run holds while it runs.
 pub(crate) struct Sim<'a> {
     pub requests: &'a [BenchRequest],
     pub replicas: Vec<Replica>,
-    pub pool: Pool,
-    /// `None`: clairvoyant.
-    pub picker: Option<Picker>,
-    /// `Some` when the scenario runs flow control.
-    pub gate: Option<FlowGate>,
-    /// The flow-control deadline event pending in the heap, if any.
-    pub gate_wake: Option<Duration>,
+    /// The gateway replicas, at least one.
+    pub gateways: Vec<Gateway>,
+    /// The gateway each request was dealt to, by request.
+    pub dealt_to: Vec<u32>,
+    /// Requests finished in the step being handled, per gateway.
+    pub completed: Vec<u32>,
     pub scrape_interval: Duration,
     pub last_arrival: Duration,
     pub heap: BinaryHeap<Reverse<(Duration, Ev)>>,
@@ -58,10 +63,10 @@ impl Sim<'_> {
                 Ev::Arrival(i) => self.arrive(i, now),
                 Ev::Wake(e) => self.wake(e, now),
                 Ev::Scrape(e) => self.scrape(e, now),
-                Ev::FlowDeadline => {
-                    if self.gate_wake == Some(now) {
-                        self.gate_wake = None;
-                        self.poll_gate(now);
+                Ev::FlowDeadline(g) => {
+                    if self.gateways[g].gate_wake == Some(now) {
+                        self.gateways[g].gate_wake = None;
+                        self.poll_gate(g, now);
                     }
                 }
             }
@@ -72,7 +77,8 @@ impl Sim<'_> {
         self.outcomes[i].sent = now;
         let r = &self.requests[i];
         self.outcomes[i].band = r.band;
-        let gate = match self.gate.as_mut() {
+        let g = self.dealt_to[i] as usize;
+        let gate = match self.gateways[g].gate.as_mut() {
             Some(g) => g.admit(
                 i,
                 r.band.unwrap_or(Band::Standard),
@@ -84,16 +90,18 @@ impl Sim<'_> {
         };
         match gate {
             Gate::Now => self.dispatch(i, now),
-            Gate::Queued(deadline) => self.wake_gate_at(deadline, now),
+            Gate::Queued(deadline) => self.wake_gate_at(g, deadline, now),
             Gate::Refused(status) => self.refuse(i, status),
         }
     }
 
-    /// Picks a replica for request `i` and submits it there.
+    /// Picks a replica for request `i` at its gateway and submits it there.
     fn dispatch(&mut self, i: usize, now: Duration) {
         let r = &self.requests[i];
-        let target = match self.picker.as_mut() {
-            Some(p) => choose(p, &self.pool, r, now).map(|(e, d)| {
+        let g = self.dealt_to[i] as usize;
+        let gateway = &mut self.gateways[g];
+        let target = match gateway.picker.as_mut() {
+            Some(p) => choose(p, &gateway.pool, r, now).map(|(e, d)| {
                 self.dispatches[i] = Some(d);
                 e
             }),
@@ -116,8 +124,8 @@ impl Sim<'_> {
                 self.outcomes[i].error = true;
                 self.dispatches[i] = None;
                 self.unfinished -= 1;
-                if let Some(g) = self.gate.as_mut() {
-                    g.complete(now);
+                if let Some(gate) = self.gateways[g].gate.as_mut() {
+                    gate.complete(now);
                 }
             }
         }
@@ -136,17 +144,20 @@ impl Sim<'_> {
         replica.wake = None;
         self.events.clear();
         replica.engine.advance(now, &mut self.events);
-        let mut completed = 0;
+        let mut completed = false;
         for event in &self.events {
             let Some(&i) = self.owner.get(&(e, event.id)) else {
                 continue;
             };
+            let g = self.dealt_to[i] as usize;
             match event.kind {
                 EventKind::Token { index: 0 } => {
                     self.outcomes[i].first_token = Some(event.at);
                     self.last_token[i] = event.at;
-                    if let (Some(p), Some(d)) = (self.picker.as_mut(), self.dispatches[i].as_mut())
-                    {
+                    if let (Some(p), Some(d)) = (
+                        self.gateways[g].picker.as_mut(),
+                        self.dispatches[i].as_mut(),
+                    ) {
                         d.guard.first_token();
                         p.observe_first_token(&d.ticket, event.at);
                     }
@@ -162,19 +173,26 @@ impl Sim<'_> {
                     self.dispatches[i] = None; // drops the in-flight guard
                     self.owner.remove(&(e, event.id));
                     self.unfinished -= 1;
-                    completed += 1;
+                    self.completed[g] += 1;
+                    completed = true;
                 }
                 _ => {}
             }
         }
         self.schedule(e, now);
-        if completed > 0 {
-            if let Some(g) = self.gate.as_mut() {
-                for _ in 0..completed {
-                    g.complete(now);
+        if completed {
+            for g in 0..self.gateways.len() {
+                let done = std::mem::take(&mut self.completed[g]);
+                if done == 0 {
+                    continue;
                 }
+                if let Some(gate) = self.gateways[g].gate.as_mut() {
+                    for _ in 0..done {
+                        gate.complete(now);
+                    }
+                }
+                self.poll_gate(g, now);
             }
-            self.poll_gate(now);
         }
     }
 
@@ -188,26 +206,34 @@ impl Sim<'_> {
                 running: metrics.running.unwrap_or(0) as u32,
             });
         }
-        if let Some(g) = self.gate.as_mut() {
-            let prefill = self.replicas[e].engine.pending_prefill_tokens();
-            g.on_scrape(e, &metrics, prefill, now);
+        let prefill = self.replicas[e].engine.pending_prefill_tokens();
+        for gateway in &mut self.gateways {
+            if let Some(gate) = gateway.gate.as_mut() {
+                gate.on_scrape(e, &metrics, prefill, now);
+            }
+            let _ = gateway
+                .pool
+                .update_metrics(EndpointId(e as u64), metrics.clone());
         }
-        let _ = self.pool.update_metrics(EndpointId(e as u64), metrics);
         // The first scrape lands at zero, the rest at phase + k × interval.
         let next = self.replicas[e].next_scrape;
         self.replicas[e].next_scrape = next + self.scrape_interval;
         self.heap.push(Reverse((next, Ev::Scrape(e))));
-        if self.gate.is_some() {
-            self.poll_gate(now);
+        for g in 0..self.gateways.len() {
+            if self.gateways[g].gate.is_some() {
+                self.poll_gate(g, now);
+            }
         }
     }
 
-    /// Carries out what flow control decided at `now`, and makes sure it is asked again when
-    /// its next deadline comes.
-    fn poll_gate(&mut self, now: Duration) {
-        let Some(g) = self.gate.as_mut() else { return };
-        let decided = g.poll(now);
-        let next = g.next_deadline();
+    /// Carries out what gateway `g`'s flow control decided at `now`, and makes sure it is asked
+    /// again when its next deadline comes.
+    fn poll_gate(&mut self, g: usize, now: Duration) {
+        let Some(gate) = self.gateways[g].gate.as_mut() else {
+            return;
+        };
+        let decided = gate.poll(now);
+        let next = gate.next_deadline();
         for (i, refused) in decided {
             match refused {
                 None => self.dispatch(i, now),
@@ -215,18 +241,20 @@ impl Sim<'_> {
             }
         }
         if let Some(at) = next {
-            self.wake_gate_at(at, now);
+            self.wake_gate_at(g, at, now);
         }
     }
 
-    /// Asks for a flow-control poll at `at`, unless one is already due no later. A deadline not
-    /// after `now` was just polled and gets nothing new until time moves on: the next event does.
-    fn wake_gate_at(&mut self, at: Duration, now: Duration) {
-        if at <= now || self.gate_wake.is_some_and(|w| w <= at) {
+    /// Asks for a poll of gateway `g`'s flow control at `at`, unless one is already due no later.
+    /// A deadline not after `now` was just polled and gets nothing new until time moves on: the
+    /// next event does.
+    fn wake_gate_at(&mut self, g: usize, at: Duration, now: Duration) {
+        let wake = &mut self.gateways[g].gate_wake;
+        if at <= now || wake.is_some_and(|w| w <= at) {
             return;
         }
-        self.gate_wake = Some(at);
-        self.heap.push(Reverse((at, Ev::FlowDeadline)));
+        *wake = Some(at);
+        self.heap.push(Reverse((at, Ev::FlowDeadline(g))));
     }
 
     /// Makes sure replica `e` is woken at its next step end.

@@ -6,6 +6,7 @@
 pub mod custom;
 mod event_loop;
 pub mod gate;
+mod gateway;
 pub mod outcome;
 pub mod plot;
 pub mod replay;

@@ -38,6 +38,9 @@ pub struct RunOutcome {
     /// One per request, in arrival order: the gaps between its successive tokens, in
     /// milliseconds (none for a request with fewer than two tokens). The report's ITL.
     pub token_gaps_ms: Vec<Vec<f32>>,
+    /// One per gateway replica of a virtual run, in order; empty for a live run, whose
+    /// gateway's state is not read.
+    pub gateways: Vec<crate::gateway::GatewayOutcome>,
 }
 
 /// A replica's queue when it was scraped.

@@ -5,9 +5,14 @@
 //! `/metrics`, so between scrapes the picker sees metrics up to one interval old — the staleness
 //! that makes naive max-score pickers herd. Each replica's scrapes have their own random phase.
 //! `clairvoyant` instead reads every engine's true state at dispatch time.
+//!
+//! A run may have several gateway replicas ([`RunOptions::gateway_replicas`]), each with its own
+//! pool view, picker and flow controller, sharing only the scrapes ([`crate::gateway`]).
 
 use crate::event_loop::{Ev, Sim};
 use crate::gate::FlowGate;
+pub use crate::gateway::GatewayOutcome;
+use crate::gateway::{deal, picker_seed, Gateway};
 pub use crate::outcome::{Outcome, QueueSample, RunOutcome};
 use crate::replica::{new_request, Replica};
 use crate::scenario::{ReplicaKind, Scenario};
@@ -69,6 +74,10 @@ pub struct RunOptions {
     pub seed: u64,
     /// Metrics scrape interval.
     pub scrape_interval: Duration,
+    /// Gateway replicas behind one Service, each with its own picker, pool view and flow
+    /// controller, sharing only the scrapes; arrivals are dealt to them at random. 0 counts as
+    /// 1, the single gateway.
+    pub gateway_replicas: u32,
 }
 
 impl Default for RunOptions {
@@ -77,6 +86,7 @@ impl Default for RunOptions {
             duration: Duration::from_secs(120),
             seed: 1,
             scrape_interval: Duration::from_millis(50),
+            gateway_replicas: 1,
         }
     }
 }
@@ -204,11 +214,27 @@ pub fn run_tuned(
             next_scrape: phase + options.scrape_interval,
         });
     }
-    let specs = (0..replicas.len())
+    let specs: Vec<EndpointSpec> = (0..replicas.len())
         .map(|i| EndpointSpec::new(i as u64, format!("10.0.0.{}:8000", i + 1)))
         .collect();
-    let pool = Pool::new(specs).map_err(|e| BenchError::Policy("pool".into(), e.to_string()))?;
-    let picker = policy.map(|p| Picker::new(p, options.seed));
+    let gateway_count = options.gateway_replicas.max(1) as usize;
+    let mut gateways = Vec::with_capacity(gateway_count);
+    for g in 0..gateway_count {
+        // A pool of its own: fresh counters, so no gateway sees another's dispatches.
+        let pool = Pool::new(specs.clone())
+            .map_err(|e| BenchError::Policy("pool".into(), e.to_string()))?;
+        gateways.push(Gateway {
+            pool,
+            picker: policy
+                .clone()
+                .map(|p| Picker::new(p, picker_seed(options.seed, g))),
+            gate: scenario
+                .bands
+                .map(|_| FlowGate::tuned(replicas.len(), tuning)),
+            gate_wake: None,
+        });
+    }
+    let dealt_to = deal(requests.len(), gateway_count, options.seed);
 
     let mut heap: BinaryHeap<Reverse<(Duration, Ev)>> = BinaryHeap::new();
     for (i, r) in requests.iter().enumerate() {
@@ -221,13 +247,10 @@ pub fn run_tuned(
     let drain_until = last_arrival + options.duration.max(Duration::from_secs(600)) * 3;
     let mut sim = Sim {
         requests,
-        gate: scenario
-            .bands
-            .map(|_| FlowGate::tuned(replicas.len(), tuning)),
-        gate_wake: None,
         replicas,
-        pool,
-        picker,
+        gateways,
+        dealt_to,
+        completed: vec![0; gateway_count],
         scrape_interval: options.scrape_interval,
         last_arrival,
         heap,
@@ -243,11 +266,17 @@ pub fn run_tuned(
     sim.run(drain_until);
     let Sim {
         replicas,
+        gateways,
+        dealt_to,
         outcomes,
         queue_samples,
         token_gaps_ms,
         ..
     } = sim;
+    let mut arrivals = vec![0u64; gateways.len()];
+    for &g in &dealt_to {
+        arrivals[g as usize] += 1;
+    }
     let (hits, queries, preemptions) = replicas.iter().fold((0, 0, 0), |(h, q, p), r| {
         let c = r.engine.counters();
         (
@@ -263,5 +292,10 @@ pub fn run_tuned(
         preemptions,
         queue_samples,
         token_gaps_ms,
+        gateways: gateways
+            .iter()
+            .zip(arrivals)
+            .map(|(g, n)| g.outcome(n))
+            .collect(),
     })
 }

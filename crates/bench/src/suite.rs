@@ -35,6 +35,8 @@ pub struct ScenarioReport {
     pub rate_rps: f64,
     /// Simulated seconds of arrivals per run.
     pub duration_s: f64,
+    /// Gateway replicas of every run, each with its own picker (1: one gateway).
+    pub gateway_replicas: u32,
     /// One entry per policy (median over seeds).
     pub results: Vec<PolicyResult>,
     /// The first seed's raw material for plots, per policy (not in the JSON: it is large).
@@ -103,7 +105,7 @@ pub fn run_scenario(
     seeds: &[u64],
     duration: Duration,
 ) -> Result<ScenarioReport, BenchError> {
-    run_scenario_with_progress(scenario, policies, seeds, duration, &mut |_| {})
+    run_scenario_with_progress(scenario, policies, seeds, duration, 1, &mut |_| {})
 }
 
 /// Where a scenario run is, for a progress display.
@@ -119,12 +121,14 @@ pub struct Progress<'a> {
     pub total: usize,
 }
 
-/// [`run_scenario`], telling `progress` before each run.
+/// [`run_scenario`] with `gateway_replicas` gateways sharing the traffic (see
+/// [`RunOptions::gateway_replicas`]), telling `progress` before each run.
 pub fn run_scenario_with_progress(
     scenario: &Scenario,
     policies: &[&str],
     seeds: &[u64],
     duration: Duration,
+    gateway_replicas: u32,
     progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<ScenarioReport, BenchError> {
     let Offered {
@@ -139,6 +143,7 @@ pub fn run_scenario_with_progress(
         let options = RunOptions {
             duration,
             seed,
+            gateway_replicas,
             ..RunOptions::default()
         };
         for (i, policy) in policies.iter().enumerate() {
@@ -166,6 +171,7 @@ pub fn run_scenario_with_progress(
         capacity_rps: capacity,
         rate_rps: rate,
         duration_s: duration.as_secs_f64(),
+        gateway_replicas: gateway_replicas.max(1),
         results: per_policy
             .iter()
             .filter_map(|r| median_over_seeds(r))

@@ -56,10 +56,37 @@ pub struct BenchArgs {
     /// Fleet sizes for --picker.
     #[arg(long, value_delimiter = ',', default_value = "100,5000")]
     endpoints: Vec<usize>,
+    /// Run each scenario once per count in this list with that many gateway replicas behind one
+    /// Service (virtual mode): each with its own picker (prefix index, latency model, in-flight
+    /// credit) and flow controller, sharing only the scraped metrics; arrivals dealt to them at
+    /// random from the seed. `clairvoyant` has no picker state and is the same at every count.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1",
+        value_name = "N,…",
+        value_parser = clap::value_parser!(u32).range(1..=64)
+    )]
+    gateway_replicas: Vec<u32>,
 }
 
 /// Runs `infergate bench`.
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    let replicated = args.gateway_replicas != [1];
+    if replicated {
+        // Each of these reports one gateway or lays out one table per scenario; none would
+        // honour the counts.
+        for (set, flag) in [
+            (args.picker, "--picker"),
+            (args.seed_table, "--seed-table"),
+            (args.out.is_some(), "--out"),
+            (args.mode == crate::bench_live::Mode::Live, "--mode live"),
+        ] {
+            if set {
+                bail!("--gateway-replicas other than 1 is for virtual scenario runs: drop it or {flag} (--json keeps every count's figures)");
+            }
+        }
+    }
     if args.picker {
         return picker_speed(&args);
     }
@@ -104,19 +131,26 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let mut reports = Vec::new();
     let started = Instant::now();
     for s in &scenarios {
-        let t = Instant::now();
-        let report = match &live {
-            Some(live) => live.run_scenario(s, &policies, &seeds, duration)?,
-            None => run_scenario_with_progress(s, &policies, &seeds, duration, &mut |p| {
-                progress_line(s.id, p)
-            })?,
-        };
-        progress_done();
-        eprintln!("{}: {:.1} s", s.id, t.elapsed().as_secs_f64());
-        if !args.seed_table {
-            print_report(&report);
+        for &gateways in &args.gateway_replicas {
+            let t = Instant::now();
+            let report = match &live {
+                Some(live) => live.run_scenario(s, &policies, &seeds, duration)?,
+                None => run_scenario_with_progress(
+                    s,
+                    &policies,
+                    &seeds,
+                    duration,
+                    gateways,
+                    &mut |p| progress_line(s.id, p),
+                )?,
+            };
+            progress_done();
+            eprintln!("{}: {:.1} s", s.id, t.elapsed().as_secs_f64());
+            if !args.seed_table {
+                print_report(&report);
+            }
+            reports.push(report);
         }
-        reports.push(report);
     }
     if args.seed_table {
         print!("{}", seed_table(&scenarios, &reports, &policies));

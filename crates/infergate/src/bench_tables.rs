@@ -5,10 +5,15 @@ use infergate_bench::report::{band_table, markdown_table};
 use infergate_bench::scenario::Scenario;
 use infergate_bench::suite::ScenarioReport;
 
-/// A scenario's heading, load line and table.
+/// A scenario's heading (with its gateway replicas when there are several), load line and
+/// table.
 pub fn scenario_markdown(r: &ScenarioReport) -> String {
+    let gateways = match r.gateway_replicas {
+        0 | 1 => String::new(),
+        n => format!(", {n} gateway replicas"),
+    };
     format!(
-        "\n### {}\n\nfleet capacity {:.1} req/s, offered {:.1} req/s ({:.0} %), {} s of arrivals, median of seeds {:?}\n\n{}",
+        "\n### {}{gateways}\n\nfleet capacity {:.1} req/s, offered {:.1} req/s ({:.0} %), {} s of arrivals, median of seeds {:?}\n\n{}",
         r.scenario,
         r.capacity_rps,
         r.rate_rps,

@@ -227,6 +227,7 @@ impl LiveRunner {
             preemptions: (after.preemptions - before.preemptions).max(0.0) as u64,
             queue_samples,
             token_gaps_ms: records.iter().map(Record::token_gaps_ms).collect(),
+            gateways: Vec::new(),
         })
     }
 }

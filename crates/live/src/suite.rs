@@ -71,6 +71,8 @@ pub fn run_live_scenario(
         capacity_rps: offer.capacity_rps,
         rate_rps: offer.rate_rps,
         duration_s: duration.as_secs_f64(),
+        // A live run has one `infergate serve` (or one peer router) in front of the fleet.
+        gateway_replicas: 1,
         results: per_router
             .iter()
             .filter_map(|r| median_over_seeds(r))
