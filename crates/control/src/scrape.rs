@@ -138,6 +138,10 @@ impl Scrapers {
         let Some(running) = self.pools.get_mut(&pool.name) else {
             return;
         };
+        // A pool's first scrapers spread their first scrapes over one interval, so a fleet is
+        // not polled in lockstep; an endpoint that joins a running pool is scraped at once,
+        // since the picker sends it little until it knows its load.
+        let joining = !fresh;
         let specs = pool.snapshot().pool.specs().to_vec();
         let new: Vec<_> = specs
             .iter()
@@ -160,7 +164,12 @@ impl Scrapers {
                 pool: pool.name.clone(),
                 engine: pool.engine,
             };
-            let task = tokio::spawn(scrape_loop(endpoint, running.tx.clone(), ctx.clone()));
+            let task = tokio::spawn(scrape_loop(
+                endpoint,
+                running.tx.clone(),
+                ctx.clone(),
+                joining,
+            ));
             running.endpoints.insert(spec.id, task.abort_handle());
         }
     }
@@ -238,6 +247,7 @@ async fn scrape_loop(
     ep: Endpoint,
     tx: mpsc::Sender<(EndpointId, ScrapedMetrics)>,
     ctx: ScrapeContext,
+    at_once: bool,
 ) {
     let mut rng = SplitMix64::new(ep.id.0);
     let interval = ctx.settings.interval;
@@ -247,8 +257,10 @@ async fn scrape_loop(
     };
     let mut logged_missing: HashSet<&'static str> = HashSet::new();
     let mut failing = false;
-    // Spread the first scrapes over one interval.
-    tokio::time::sleep(interval.mul_f64(rng.next_f64())).await;
+    if !at_once {
+        // Spread the first scrapes over one interval.
+        tokio::time::sleep(interval.mul_f64(rng.next_f64())).await;
+    }
     loop {
         let result =
             match tokio::time::timeout(ctx.settings.timeout, fetch(&ctx, &ep.address)).await {

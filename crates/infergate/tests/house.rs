@@ -19,7 +19,7 @@ fn layer(name: &str) -> Option<u8> {
         // The simulated model server and the virtual-time bench sit on the pure crates.
         "infergate-simserver" | "infergate-bench" => 2,
         "infergate-control" => 3,
-        "infergate-pipeline" => 4,
+        "infergate-pipeline" | "infergate-kubernetes" => 4,
         // The fronts: same layer, so neither may depend on the other.
         "infergate-gateway" | "infergate-extproc" => 5,
         "infergate-live" => 6,
