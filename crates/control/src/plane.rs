@@ -19,6 +19,7 @@ use crate::error::GatewayError;
 use crate::keys::{Auth, JwksRefresh};
 use crate::limits::RateLimits;
 use crate::load::{check_supported, parse_config, read_file};
+use crate::policy::PickerConfigSource;
 use crate::routes::Routes;
 use crate::scrape::{self, ScrapeContext, ScrapeSettings, Scrapers};
 use crate::shared::Shared;
@@ -40,6 +41,8 @@ pub struct PlaneOptions {
     pub capture: Option<PathBuf>,
     /// Where the members of pools come from under Kubernetes discovery (required then).
     pub members: Option<Arc<dyn MemberSource>>,
+    /// Where a scheduler's `configMapRef` is read (the cluster's ConfigMaps).
+    pub picker_configs: Option<Arc<dyn PickerConfigSource>>,
 }
 
 /// The control plane: the pools, their scrapers and the admin listener. `infergate serve`
@@ -82,6 +85,7 @@ impl Plane {
             config,
             config_dir,
             options.members.as_deref(),
+            options.picker_configs.as_deref(),
             None,
             &metrics,
         )?;
@@ -106,6 +110,7 @@ impl Plane {
             rate_limits: ArcSwapOption::new(rate_limits),
             capture,
             members: options.members.clone(),
+            picker_configs: options.picker_configs.clone(),
         });
         let admin = Admin::start(admin_listen, Arc::clone(&shared))?;
         let scrape = ScrapeContext {
@@ -206,6 +211,7 @@ impl PlaneHandle {
             config,
             config_dir,
             self.shared.members.as_deref(),
+            self.shared.picker_configs.as_deref(),
             Some(&old),
             &self.shared.metrics,
         )?);

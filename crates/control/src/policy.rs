@@ -10,9 +10,20 @@ use infergate_picker::Policy;
 
 use crate::error::GatewayError;
 
+/// Where a scheduler's `configMapRef` is read: the ConfigMaps of the cluster (kept by a watch
+/// elsewhere; answered without waiting).
+pub trait PickerConfigSource: Send + Sync + std::fmt::Debug {
+    /// The text under `key` of ConfigMap `name`, or why there is none.
+    fn picker_config(&self, name: &str, key: &str) -> Result<String, String>;
+}
+
 /// The policy of `pool`. A picker config file is read relative to `config_dir` (the directory
-/// of the gateway config) when its path is relative.
-pub fn pool_policy(pool: &Pool, config_dir: Option<&Path>) -> Result<Policy, GatewayError> {
+/// of the gateway config) when its path is relative; a `configMapRef` from `config_maps`.
+pub fn pool_policy(
+    pool: &Pool,
+    config_dir: Option<&Path>,
+    config_maps: Option<&dyn PickerConfigSource>,
+) -> Result<Policy, GatewayError> {
     let picker_error = |reason: String| GatewayError::Picker {
         pool: pool.name.clone(),
         reason,
@@ -36,13 +47,27 @@ pub fn pool_policy(pool: &Pool, config_dir: Option<&Path>) -> Result<Policy, Gat
         PickerSource::Named(name) => {
             Policy::named(name).map_err(|e| picker_error(format!("policy: {e}")))
         }
-        PickerSource::ConfigMap { name, .. } => Err(GatewayError::unsupported(
-            format!("spec.schedulers[{}].configMapRef", pool.name),
-            format!(
-                "ConfigMap `{name}` lives in Kubernetes, which a standalone gateway does not \
-                 read; use pickerConfigFile with the same EndpointPickerConfig"
-            ),
-        )),
+        PickerSource::ConfigMap { name, key } => {
+            let Some(source) = config_maps else {
+                return Err(GatewayError::unsupported(
+                    format!("spec.schedulers[{}].configMapRef", pool.name),
+                    format!(
+                        "ConfigMap `{name}` lives in Kubernetes: run with --from-cluster, or use \
+                         pickerConfigFile with the same EndpointPickerConfig"
+                    ),
+                ));
+            };
+            let at = format!("configMapRef {name}/{}", key.value);
+            let text = source
+                .picker_config(name, &key.value)
+                .map_err(|e| picker_error(format!("{at}: {e}")))?;
+            let epc = infergate_config::picker::from_yaml_str(&text)
+                .map_err(|e| picker_error(format!("{at}: {e}")))?;
+            let profile = epc
+                .to_profile()
+                .map_err(|e| picker_error(format!("{at}: {e}")))?;
+            Ok(Policy::Weighted(profile))
+        }
     }
 }
 

@@ -512,7 +512,7 @@ mod tests {
         let g = gateway();
         let metrics = Metrics::new();
         let members: Vec<EndpointSpec> = (0..1000).map(member).collect();
-        let policy = crate::policy::pool_policy(&g.pools[0], None).expect("policy");
+        let policy = crate::policy::pool_policy(&g.pools[0], None, None).expect("policy");
         let pool = PoolRuntime::new(&g.pools[0], &g, policy, members.clone(), None, &metrics)
             .expect("pool");
         let scrapes = members
@@ -556,7 +556,7 @@ mod tests {
         let g = gateway();
         let metrics = Metrics::new();
         let members: Vec<EndpointSpec> = (0..10).map(member).collect();
-        let policy = crate::policy::pool_policy(&g.pools[0], None).expect("policy");
+        let policy = crate::policy::pool_policy(&g.pools[0], None, None).expect("policy");
         let pool = PoolRuntime::new(&g.pools[0], &g, policy, members.clone(), None, &metrics)
             .expect("pool");
         let fewer: Vec<EndpointSpec> = members.iter().skip(1).cloned().collect();

@@ -35,6 +35,8 @@ pub(crate) struct Shared {
     pub(crate) capture: Option<Capture>,
     /// Where discovered pools' members come from (Kubernetes discovery).
     pub(crate) members: Option<Arc<dyn MemberSource>>,
+    /// Where a scheduler's `configMapRef` is read.
+    pub(crate) picker_configs: Option<Arc<dyn crate::policy::PickerConfigSource>>,
 }
 
 impl Shared {

@@ -9,6 +9,7 @@ use std::time::Duration;
 use infergate_config::gateway::ResolvedGateway;
 use infergate_control::discovery::MemberSource;
 use infergate_control::keys::JwksRefresh;
+use infergate_control::policy::PickerConfigSource;
 use infergate_control::tls::Tls;
 use infergate_control::{GatewayError, Plane, PlaneHandle, PlaneOptions, ScrapeSettings};
 use tokio::net::TcpListener;
@@ -35,6 +36,8 @@ pub struct GatewayOptions {
     pub capture: Option<PathBuf>,
     /// Where pools' members come from under Kubernetes discovery.
     pub members: Option<Arc<dyn MemberSource>>,
+    /// Where a scheduler's `configMapRef` is read.
+    pub picker_configs: Option<Arc<dyn PickerConfigSource>>,
 }
 
 impl Default for GatewayOptions {
@@ -48,6 +51,7 @@ impl Default for GatewayOptions {
             jwks: JwksRefresh::default(),
             capture: None,
             members: None,
+            picker_configs: None,
         }
     }
 }
@@ -62,6 +66,7 @@ impl GatewayOptions {
             jwks: self.jwks,
             capture: self.capture.clone(),
             members: self.members.clone(),
+            picker_configs: self.picker_configs.clone(),
         }
     }
 }

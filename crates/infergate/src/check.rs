@@ -30,7 +30,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<()> {
     // is an error here, not at start-up).
     let mut refused = Vec::new();
     for pool in &resolved.pools {
-        match pool_policy(pool, path.parent()) {
+        match pool_policy(pool, path.parent(), None) {
             Ok(_) => {}
             Err(e @ GatewayError::Unsupported { .. }) => refused.push(e.to_string()),
             Err(e) => return Err(e).with_context(|| format!("in {}", path.display())),

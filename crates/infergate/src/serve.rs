@@ -150,7 +150,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             (None, Some(p)) => Some(Arc::clone(p) as Arc<dyn MemberSource>),
             (None, None) => None,
         };
+        let picker_configs = opened.cluster.as_ref().map(Cluster::picker_configs);
         let options = GatewayOptions {
+            picker_configs,
             listen: args.listen,
             admin_listen: args.admin_listen,
             config_path: args.config.clone(),

@@ -365,12 +365,82 @@ data:
         || status("{.status}"),
     );
 
+    // A scheduler's configMapRef: its EndpointPickerConfig read from the ConfigMap; an edit to
+    // the ConfigMap that breaks it is refused, naming it, and the running picker stays.
+    cp.apply(
+        &ns,
+        r#"apiVersion: v1
+kind: ConfigMap
+metadata: {name: qwen-picker}
+data:
+  default-plugins.yaml: |
+    apiVersion: inference.networking.x-k8s.io/v1alpha1
+    kind: EndpointPickerConfig
+    plugins:
+    - type: queue-scorer
+    - type: max-score-picker
+    schedulingProfiles:
+    - name: default
+      plugins:
+      - pluginRef: queue-scorer
+        weight: 1
+      - pluginRef: max-score-picker
+"#,
+    );
+    let with_ref = edited.replace(
+        "          app: vllm-qwen
+      targetPort: 8000
+",
+        "          app: vllm-qwen
+      targetPort: 8000
+      configMapRef: {name: qwen-picker}
+",
+    );
+    assert_ne!(with_ref, edited);
+    cp.apply(&ns, &with_ref);
+    wait_until(
+        "generation 3 (configMapRef) to be accepted",
+        || {
+            status("{.status.conditions[?(@.type==\"Accepted\")].observedGeneration}") == "3"
+                && status("{.status.conditions[?(@.type==\"Accepted\")].status}") == "True"
+        },
+        || status("{.status}"),
+    );
+    all_answered(port, "qwen3-32b", 3);
+    cp.kubectl(&[
+        "patch", "configmap", "qwen-picker", "-n", &ns, "--type=merge", "-p",
+        r#"{"data":{"default-plugins.yaml":"apiVersion: inference.networking.x-k8s.io/v1alpha1\nkind: EndpointPickerConfig\nplugins:\n- type: no-such-scorer\n"}}"#,
+    ]);
+    wait_until(
+        "the broken picker config to be refused",
+        || status("{.status.conditions[?(@.type==\"Accepted\")].status}") == "False",
+        || status("{.status}"),
+    );
+    let message = status("{.status.conditions[?(@.type==\"Accepted\")].message}");
+    assert!(
+        message.contains("configMapRef qwen-picker") && message.contains("no-such-scorer"),
+        "{message}"
+    );
+    all_answered(port, "qwen3-32b", 3);
+    cp.apply(&ns, &edited);
+    wait_until(
+        "generation 4 (weights again) to be accepted",
+        || {
+            status("{.status.conditions[?(@.type==\"Accepted\")].observedGeneration}") == "4"
+                && status("{.status.conditions[?(@.type==\"Accepted\")].status}") == "True"
+        },
+        || status("{.status}"),
+    );
+
     // An invalid field: Accepted=False naming it, an Event, and the old config keeps serving.
     let invalid = edited.replace("weights: {queue: 3,", "weights: {bogus: 1, queue: 3,");
     cp.apply(&ns, &invalid);
     wait_until(
-        "generation 3 to be refused",
-        || status("{.status.conditions[?(@.type==\"Accepted\")].status}") == "False",
+        "generation 5 to be refused",
+        || {
+            status("{.status.observedGeneration}") == "5"
+                && status("{.status.conditions[?(@.type==\"Accepted\")].status}") == "False"
+        },
         || status("{.status}"),
     );
     let message = status("{.status.conditions[?(@.type==\"Accepted\")].message}");
@@ -378,8 +448,8 @@ data:
         message.contains("spec.schedulers[0].weights") && message.contains("bogus"),
         "{message}"
     );
-    assert!(message.contains("generation 2 keeps serving"), "{message}");
-    assert_eq!(status("{.status.observedGeneration}"), "3");
+    assert!(message.contains("generation 4 keeps serving"), "{message}");
+    assert_eq!(status("{.status.observedGeneration}"), "5");
     let events = cp.kubectl(&[
         "get",
         "events",

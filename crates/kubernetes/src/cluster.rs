@@ -5,15 +5,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use infergate_config::gateway::{ConfigMapAdapterMap, ResolvedDiscovery, ResolvedGateway};
+use infergate_config::gateway::{
+    ConfigMapAdapterMap, PickerSource, ResolvedDiscovery, ResolvedGateway,
+};
 use infergate_control::discovery::MemberSource;
+use infergate_control::policy::PickerConfigSource;
 use infergate_control::PlaneHandle;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use tokio::task::JoinHandle;
 
+use crate::configmaps::ConfigMaps;
 use crate::lease::Election;
-use crate::lora::LoraMaps;
 use crate::members::PodDiscovery;
 use crate::resource::{self, GatewayResource};
 use crate::status::{self, Observed, SchedulerObserved};
@@ -42,14 +45,24 @@ pub struct ClusterOptions {
 #[derive(Debug)]
 pub struct Cluster {
     resource: GatewayResource,
-    lora: Arc<LoraMaps>,
+    /// The namespace's ConfigMaps: adapter maps and picker configs.
+    lora: Arc<ConfigMaps>,
     pods: Option<Arc<PodDiscovery>>,
     election: Election,
-    /// The generation and maps of the config serving now.
-    serving: Option<(i64, Vec<ConfigMapAdapterMap>)>,
-    /// The generation and maps last read, and why they were refused (if they were).
-    last: Option<(i64, Vec<ConfigMapAdapterMap>, Option<String>)>,
+    /// The generation of the config serving now.
+    serving: Option<i64>,
+    /// What was last read, and why it was refused (if it was).
+    last: Option<(Seen, Option<String>)>,
     identity: String,
+}
+
+/// What a config was read from: the resource's generation, the adapter maps, and the picker
+/// configs it names (each as `name/key=` what was found).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Seen {
+    generation: i64,
+    maps: Vec<ConfigMapAdapterMap>,
+    pickers: Vec<String>,
 }
 
 /// A kube client from the ambient kubeconfig (`KUBECONFIG`, `~/.kube/config`) or, in a pod,
@@ -112,7 +125,7 @@ impl Cluster {
             &options.identity,
         )
         .await;
-        let lora = LoraMaps::start(client.clone(), &namespace);
+        let lora = ConfigMaps::start(client.clone(), &namespace);
         resource.wait_synced(FIRST_LIST_WAIT).await;
         lora.wait_synced(FIRST_LIST_WAIT).await;
         let lease = format!("infergate-{}", options.name);
@@ -140,6 +153,11 @@ impl Cluster {
         Ok((cluster, config))
     }
 
+    /// Where a scheduler's `configMapRef` is read: the namespace's ConfigMaps.
+    pub fn picker_configs(&self) -> Arc<dyn PickerConfigSource> {
+        Arc::clone(&self.lora) as Arc<dyn PickerConfigSource>
+    }
+
     /// Where the serving config's pools get their members (`None` with static endpoints).
     pub fn members(&self) -> Option<Arc<dyn MemberSource>> {
         self.pods
@@ -147,24 +165,43 @@ impl Cluster {
             .map(|p| Arc::clone(p) as Arc<dyn MemberSource>)
     }
 
-    /// The generation last read, when it differs from the one before: its config when it is
-    /// accepted; `None` when nothing changed or it was refused (then the refusal is recorded
-    /// and published as an Event).
+    /// The generation last read, when it (or an adapter map, or a picker config it names)
+    /// differs from what was read before: its config when it is accepted; `None` when nothing
+    /// changed or it was refused (then the refusal is recorded and published as an Event).
     async fn read_new(&mut self) -> Option<ResolvedGateway> {
         let obj = self.resource.current()?;
         let generation = obj.metadata.generation.unwrap_or(0);
         let (maps, bad_maps) = self.lora.maps();
-        if self
-            .last
+        let resolved = resource::resolve(&obj, self.resource.api_version(), &maps);
+        // The picker configs the config names, so an edit to one is a reload too.
+        let pickers: Vec<String> = resolved
             .as_ref()
-            .is_some_and(|(g, m, _)| *g == generation && *m == maps)
-        {
+            .map(|c| {
+                c.pools
+                    .iter()
+                    .filter_map(|p| match &p.picker {
+                        PickerSource::ConfigMap { name, key } => Some(format!(
+                            "{name}/{}={:?}",
+                            key.value,
+                            self.lora.picker_config(name, &key.value)
+                        )),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let key = Seen {
+            generation,
+            maps: maps.clone(),
+            pickers,
+        };
+        if self.last.as_ref().is_some_and(|(k, _)| *k == key) {
             return None;
         }
         for bad in &bad_maps {
             tracing::warn!(problem = %bad, "adapter map skipped");
         }
-        let result = resource::resolve(&obj, self.resource.api_version(), &maps).and_then(|c| {
+        let result = resolved.and_then(|c| {
             // The pod watch is started for one namespace and moves only with a restart.
             match (&self.pods, pod_namespace(&c, self.resource.namespace())) {
                 (Some(p), Some(ns)) if ns != p.namespace() => Err(format!(
@@ -179,13 +216,13 @@ impl Cluster {
         });
         match result {
             Ok(config) => {
-                self.last = Some((generation, maps, None));
+                self.last = Some((key, None));
                 Some(config)
             }
             Err(why) => {
                 tracing::error!(generation, error = %why, "InferenceGatewayConfig refused; the running config stays");
                 self.resource.warn(&obj, "ConfigRejected", &why).await;
-                self.last = Some((generation, maps, Some(why)));
+                self.last = Some((key, Some(why)));
                 None
             }
         }
@@ -193,8 +230,8 @@ impl Cluster {
 
     /// Marks the config last read as the one serving (the caller started or reloaded with it).
     fn accept(&mut self) {
-        if let Some((g, m, None)) = &self.last {
-            self.serving = Some((*g, m.clone()));
+        if let Some((seen, None)) = &self.last {
+            self.serving = Some(seen.generation);
         }
     }
 
@@ -220,9 +257,9 @@ impl Cluster {
             .collect();
         let health = self.pods.as_ref().map(|p| p.health());
         Observed {
-            generation: self.last.as_ref().map_or(0, |(g, _, _)| *g),
-            serving_generation: self.serving.as_ref().map(|(g, _)| *g),
-            rejection: self.last.as_ref().and_then(|(_, _, why)| why.clone()),
+            generation: self.last.as_ref().map_or(0, |(seen, _)| seen.generation),
+            serving_generation: self.serving,
+            rejection: self.last.as_ref().and_then(|(_, why)| why.clone()),
             discovery_synced: health.as_ref().is_none_or(|h| h.synced),
             discovery_problem: health.map(|h| h.problem).unwrap_or_default(),
             schedulers,
@@ -252,7 +289,7 @@ impl Cluster {
                                 self.resource.warn(&obj, "ConfigRejected", &why).await;
                             }
                             if let Some(last) = self.last.as_mut() {
-                                last.2 = Some(why);
+                                last.1 = Some(why);
                             }
                         }
                     }

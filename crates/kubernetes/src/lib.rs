@@ -9,7 +9,7 @@
 //! | a watch's health: listed once, lost since when | [`watch`] |
 //! | the `InferenceGatewayConfig` resource: found, watched, read as a config, Events | [`resource`] |
 //! | the status written on it (pure) | [`status`] |
-//! | LoRA adapter maps from bbr-managed ConfigMaps | [`lora`] |
+//! | the namespace's ConfigMaps: LoRA adapter maps, `configMapRef` picker configs | [`configmaps`] |
 //! | leader election on a Lease (one status writer) | [`lease`] |
 //! | `serve --from-cluster`: all of the above, kept in step | [`cluster`] |
 //! | `extproc --pool-name`: an InferencePool and its rewrites as the one pool | [`inference_pool`] |
@@ -17,9 +17,9 @@
 #![forbid(unsafe_code)]
 
 pub mod cluster;
+pub mod configmaps;
 pub mod inference_pool;
 pub mod lease;
-pub mod lora;
 pub mod members;
 pub mod pods;
 pub mod resource;

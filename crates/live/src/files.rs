@@ -246,7 +246,7 @@ mod tests {
             assert_eq!(pool.endpoints.len(), 2);
             assert_eq!(pool.adapters, served);
             assert!(!resolved.flow_control.enabled.value, "flow control off");
-            let policy = infergate_control::policy::pool_policy(pool, None).unwrap();
+            let policy = infergate_control::policy::pool_policy(pool, None, None).unwrap();
             assert_eq!(policy.name(), name);
         }
         let on = infergate_config::gateway::load_from_str(&gateway_yaml(
@@ -264,7 +264,7 @@ mod tests {
             .unwrap()
             .resolve()
             .unwrap();
-        let err = infergate_control::policy::pool_policy(resolved.pool(MODEL).unwrap(), None)
+        let err = infergate_control::policy::pool_policy(resolved.pool(MODEL).unwrap(), None, None)
             .unwrap_err()
             .to_string();
         assert!(

@@ -14,6 +14,7 @@ use infergate_telemetry::metrics::Metrics;
 
 use crate::discovery::{self, MemberSource};
 use crate::error::GatewayError;
+use crate::policy::PickerConfigSource;
 use crate::pool::PoolRuntime;
 use crate::routes::rewrites::Rewrites;
 
@@ -44,19 +45,20 @@ pub struct Routes {
 
 impl Routes {
     /// Builds every pool, its members from `spec.endpoints` or, under Kubernetes discovery,
-    /// from `source`. With `previous` (a reload), pools that keep their name keep their
+    /// from `source`, a `configMapRef` from `picker_configs`. With `previous` (a reload), pools that keep their name keep their
     /// learned state and the metrics of endpoints that stay.
     pub fn build(
         config: ResolvedGateway,
         config_dir: Option<&Path>,
         source: Option<&dyn MemberSource>,
+        picker_configs: Option<&dyn PickerConfigSource>,
         previous: Option<&Routes>,
         metrics: &Metrics,
     ) -> Result<Self, GatewayError> {
         let mut pools = Vec::with_capacity(config.pools.len());
         let mut by_name = HashMap::with_capacity(config.pools.len());
         for (i, p) in config.pools.iter().enumerate() {
-            let policy = crate::policy::pool_policy(p, config_dir)?;
+            let policy = crate::policy::pool_policy(p, config_dir, picker_configs)?;
             let prev = previous.and_then(|r| r.pool(&p.name));
             let members = match (&config.discovery, source) {
                 (ResolvedDiscovery::Static, _) => discovery::static_members(p),

@@ -55,19 +55,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- .Values.epp.poolName | default .Release.Name }}
 {{- end }}
 
-{{/*
-"true" when more than one replica can run at once, fixed or autoscaled: then the pickers elect
-a leader, which needs leases and events.
-*/}}
-{{- define "infergate.manyReplicas" -}}
-{{- if .Values.autoscaling.enabled }}
-{{- ternary "true" "" (gt (int .Values.autoscaling.maxReplicas) 1) }}
-{{- else }}
-{{- ternary "true" "" (gt (int .Values.replicas) 1) }}
-{{- end }}
-{{- end }}
-
-{{/* Rules both roles' Roles carry when they need them: leader election and its events. */}}
+{{/* The gateway role's rules for electing the status writer and publishing its Events. */}}
 {{- define "infergate.leaderElectionRules" -}}
 - apiGroups: [coordination.k8s.io]
   resources: [leases]

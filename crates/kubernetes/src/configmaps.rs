@@ -1,12 +1,19 @@
-//! LoRA adapter maps from ConfigMaps labelled `inference.networking.k8s.io/bbr-managed:
-//! "true"` (`data.baseModel`, `data.adapters` as a YAML list), watched live. The watch is by
-//! label, so a map that loses the label leaves as if deleted (the API server sends the
-//! deletion), and its adapters with it.
+//! The ConfigMaps of the config's namespace, watched live, for the two things a config takes
+//! from them:
+//!
+//! - LoRA adapter maps: ConfigMaps labelled `inference.networking.k8s.io/bbr-managed: "true"`
+//!   (`data.baseModel`, `data.adapters` as a YAML list). A map that loses the label or is
+//!   deleted takes its adapters with it;
+//! - a scheduler's `configMapRef`: an EndpointPickerConfig under a key of a named ConfigMap.
+//!
+//! One watch of the namespace serves both (the label is checked here, as upstream BBR checks
+//! the old and the new object of an update).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use infergate_config::gateway::ConfigMapAdapterMap;
+use infergate_control::policy::PickerConfigSource;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
@@ -20,16 +27,16 @@ use crate::watch::{drive, WatchHealth};
 /// The label that marks an adapter map.
 pub const BBR_MANAGED: &str = "inference.networking.k8s.io/bbr-managed";
 
-/// The adapter maps of one namespace, watched.
+/// The ConfigMaps of one namespace, watched.
 #[derive(Debug)]
-pub struct LoraMaps {
+pub struct ConfigMaps {
     store: Store<ConfigMap>,
     health: WatchHealth,
     changed: Arc<Notify>,
     watch: JoinHandle<()>,
 }
 
-impl Drop for LoraMaps {
+impl Drop for ConfigMaps {
     fn drop(&mut self) {
         self.watch.abort();
     }
@@ -52,15 +59,23 @@ pub fn read_map(cm: &ConfigMap) -> Result<Vec<ConfigMapAdapterMap>, String> {
     ConfigMapAdapterMap::parse_all(&doc.to_string()).map_err(|e| format!("ConfigMap {name}: {e}"))
 }
 
-impl LoraMaps {
-    /// Starts watching the adapter maps of `namespace`. Must run inside a tokio runtime.
+fn is_adapter_map(cm: &ConfigMap) -> bool {
+    cm.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(BBR_MANAGED))
+        .is_some_and(|v| v == "true")
+}
+
+impl ConfigMaps {
+    /// Starts watching the ConfigMaps of `namespace`. Must run inside a tokio runtime.
     pub fn start(client: Client, namespace: &str) -> Arc<Self> {
         let api: Api<ConfigMap> = Api::namespaced(client, namespace);
         let (store, writer) = reflector::store();
         let health = WatchHealth::new("configmaps");
         let changed = Arc::new(Notify::new());
-        let config = watcher::Config::default().labels(&format!("{BBR_MANAGED}=true"));
-        let stream = reflector::reflector(writer, watcher::watcher(api, config));
+        let stream =
+            reflector::reflector(writer, watcher::watcher(api, watcher::Config::default()));
         let watch = tokio::spawn(drive(stream, health.clone(), Arc::clone(&changed)));
         Arc::new(Self {
             store,
@@ -75,7 +90,7 @@ impl LoraMaps {
         self.health.wait_synced(within).await
     }
 
-    /// Woken after every change to a map.
+    /// Woken after every change to a ConfigMap.
     pub fn changed(&self) -> &Arc<Notify> {
         &self.changed
     }
@@ -83,7 +98,12 @@ impl LoraMaps {
     /// Every map, in name order, and the maps that could not be read (each skipped, with the
     /// reason), so one bad map does not take the others' adapters away.
     pub fn maps(&self) -> (Vec<ConfigMapAdapterMap>, Vec<String>) {
-        let mut cms = self.store.state();
+        let mut cms: Vec<_> = self
+            .store
+            .state()
+            .into_iter()
+            .filter(|c| is_adapter_map(c))
+            .collect();
         cms.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         let mut maps = Vec::new();
         let mut bad = Vec::new();
@@ -94,6 +114,22 @@ impl LoraMaps {
             }
         }
         (maps, bad)
+    }
+}
+
+impl PickerConfigSource for ConfigMaps {
+    fn picker_config(&self, name: &str, key: &str) -> Result<String, String> {
+        let cm = self
+            .store
+            .state()
+            .into_iter()
+            .find(|c| c.metadata.name.as_deref() == Some(name))
+            .ok_or_else(|| format!("ConfigMap {name} not found"))?;
+        cm.data
+            .as_ref()
+            .and_then(|d| d.get(key))
+            .cloned()
+            .ok_or_else(|| format!("ConfigMap {name} has no key {key}"))
     }
 }
 
