@@ -735,6 +735,10 @@ fn a_rolling_replacement_and_an_api_server_restart_under_load_lose_no_request_wi
     );
     std::thread::sleep(Duration::from_millis(500));
     let (sent, failed) = load.finish();
+    eprintln!(
+        "rolling replacement and API-server restart: {} of {sent} requests failed",
+        failed.len()
+    );
     assert!(sent > 50, "the load ran ({sent} requests)");
     assert!(
         failed.is_empty(),
@@ -760,4 +764,90 @@ fn the_chart_lints_renders_and_applies_to_a_real_api_server() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[test]
+fn of_two_replicas_both_serve_one_writes_the_status_and_the_other_takes_over() {
+    let cp = ControlPlane::up("replicas");
+    cp.install_crds();
+    let ns = cp.namespace("replicas");
+    cp.apply(&ns, &SEED.replace("  tls: {}\n", ""));
+    let _replica = replica_at("127.0.0.51", 8000, "llama-3.1-70b");
+    cp.ready_pod(&ns, "vllm-a", "app=vllm-llama", "127.0.0.51", None);
+    let (cp_ref, ns_ref) = (&cp, ns.as_str());
+    let start = |identity: &'static str| {
+        let (cp, ns) = (cp_ref, ns_ref);
+        let log = cp.dir().join(format!("{identity}.log"));
+        let spawn = move |[port, admin]: [u16; 2]| {
+            let file = std::fs::File::create(&log).unwrap();
+            infergate()
+                .args(["serve", "--from-cluster", "my-gateway", "--namespace", ns])
+                .args(["--listen", &format!("127.0.0.1:{port}")])
+                .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
+                .env("KUBECONFIG", cp.kubeconfig())
+                .env("POD_NAME", identity)
+                .stdout(file.try_clone().unwrap())
+                .stderr(file)
+                .spawn()
+                .unwrap()
+        };
+        let ready = |[_, admin]: [u16; 2]| {
+            get(admin, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
+        };
+        start_on_free_ports("a gateway replica", spawn, ready)
+    };
+    let (first, [port_a, _]) = start("gw-a");
+    let (second, [port_b, _]) = start("gw-b");
+    let leader = || cp.jsonpath(&ns, "igwc", "my-gateway", "{.status.leader}");
+    wait_until("a status writer", || !leader().is_empty(), String::new);
+    assert_eq!(leader(), "gw-a", "the first replica took the lease");
+    assert_eq!(
+        cp.jsonpath(
+            &ns,
+            "lease",
+            "infergate-my-gateway",
+            "{.spec.holderIdentity}"
+        ),
+        "gw-a"
+    );
+    // Both serve.
+    for port in [port_a, port_b] {
+        let r = http(
+            &format!("127.0.0.1:{port}"),
+            "POST",
+            "/v1/chat/completions",
+            r#"{"model": "llama-3.1-70b", "messages": [{"role": "user", "content": "hi"}]}"#,
+            Duration::from_secs(10),
+        )
+        .unwrap_or_default();
+        assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    }
+    // The leader dies without releasing: the standby takes over once the lease expires (15 s),
+    // and writes the status from then on.
+    drop(first);
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while cp.jsonpath(
+        &ns,
+        "lease",
+        "infergate-my-gateway",
+        "{.spec.holderIdentity}",
+    ) != "gw-b"
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the standby never took the lease"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // A change the new writer must report.
+    cp.ready_pod(&ns, "vllm-b", "app=vllm-llama", "127.0.0.52", None);
+    wait_until(
+        "the new writer's status",
+        || {
+            leader() == "gw-b"
+                && cp.jsonpath(&ns, "igwc", "my-gateway", "{.status.endpointCount}") == "2"
+        },
+        || cp.jsonpath(&ns, "igwc", "my-gateway", "{.status}"),
+    );
+    drop(second);
 }
