@@ -3,7 +3,8 @@
 //! the one pool's members (one endpoint per pod and target port), and the pool's
 //! `InferenceModelRewrite`s (`llm-d.ai/v1alpha2`, else the legacy
 //! `inference.networking.x-k8s.io/v1alpha2`) its canary splits. The config the picker runs is
-//! made from them; every change to the pool or its rewrites is a reload.
+//! made from them, with the pool's `InferenceObjective`s (same groups) giving the priority of a
+//! request whose objective header names one; every change to any of them is a reload.
 //!
 //! As upstream: a pool that is not there yet leaves the picker unsynced (not ready, no
 //! endpoints); a pool that is deleted, or has a `deletionTimestamp`, clears the endpoints; an
@@ -154,14 +155,57 @@ pub fn pool_config(
     config.resolve().map_err(|e| e.to_string())
 }
 
-fn rewrite_resource(group: &str) -> ApiResource {
+/// The priority of each InferenceObjective of `objects` whose `spec.poolRef.name` is `pool`,
+/// by object name (an unset priority is 0).
+pub fn read_objectives(objects: &[Arc<DynamicObject>], pool: &str) -> BTreeMap<String, i64> {
+    objects
+        .iter()
+        .filter(|o| o.data.pointer("/spec/poolRef/name").and_then(Value::as_str) == Some(pool))
+        .filter_map(|o| {
+            let priority = o
+                .data
+                .pointer("/spec/priority")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            Some((o.metadata.name.clone()?, priority))
+        })
+        .collect()
+}
+
+fn optional_resource(group: &str, kind: &str, plural: &str) -> ApiResource {
     ApiResource {
         group: group.to_owned(),
         version: "v1alpha2".to_owned(),
         api_version: format!("{group}/v1alpha2"),
-        kind: "InferenceModelRewrite".to_owned(),
-        plural: "inferencemodelrewrites".to_owned(),
+        kind: kind.to_owned(),
+        plural: plural.to_owned(),
     }
+}
+
+/// The groups of the optional CRDs, newest first: when both are served the newest is read.
+const OPTIONAL_GROUPS: [&str; 2] = ["llm-d.ai", "inference.networking.x-k8s.io"];
+
+/// Watches the first group of [`OPTIONAL_GROUPS`] that serves `plural`; `None` (with a log
+/// line) when none does.
+async fn watch_optional(
+    client: &Client,
+    namespace: &str,
+    kind: &str,
+    plural: &'static str,
+    changed: &Arc<Notify>,
+) -> Option<Watched> {
+    for group in OPTIONAL_GROUPS {
+        let ar = optional_resource(group, kind, plural);
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ar);
+        match api.list(&kube::api::ListParams::default().limit(1)).await {
+            Ok(_) => {
+                tracing::info!(group, kind, "watching");
+                return Some(watch(api, &ar, watcher::Config::default(), plural, changed));
+            }
+            Err(e) => tracing::info!(group, kind, error = %e, "not served here; skipped"),
+        }
+    }
+    None
 }
 
 /// One watched resource: its cache, health and task.
@@ -197,6 +241,10 @@ fn watch(
     }
 }
 
+/// What the picker's config is made from: the pool's spec, its rewrite rules and its
+/// objectives' priorities; a reload when any of them changes.
+type Inputs = (Option<PoolSpec>, Vec<Value>, BTreeMap<String, i64>);
+
 /// The InferencePool, its rewrites and its pods, watched; the member source of the one pool.
 #[derive(Debug)]
 pub struct InferencePoolSource {
@@ -205,6 +253,7 @@ pub struct InferencePoolSource {
     pods: Arc<PodDiscovery>,
     pool: Watched,
     rewrites: Option<Watched>,
+    objectives: Option<Watched>,
     changed: Arc<Notify>,
     /// The spec the members follow; `None` while the pool is absent (no endpoints).
     spec: Mutex<Option<PoolSpec>>,
@@ -228,27 +277,22 @@ impl InferencePoolSource {
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ar);
         let by_name = watcher::Config::default().fields(&format!("metadata.name={name}"));
         let pool = watch(api, &ar, by_name, "inferencepools", &changed);
-        let mut rewrites = None;
-        for group in ["llm-d.ai", "inference.networking.x-k8s.io"] {
-            let ar = rewrite_resource(group);
-            let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ar);
-            match api.list(&kube::api::ListParams::default().limit(1)).await {
-                Ok(_) => {
-                    tracing::info!(group, "watching InferenceModelRewrites");
-                    rewrites = Some(watch(
-                        api,
-                        &ar,
-                        watcher::Config::default(),
-                        "inferencemodelrewrites",
-                        &changed,
-                    ));
-                    break;
-                }
-                Err(e) => {
-                    tracing::info!(group, error = %e, "InferenceModelRewrite not served here; skipped")
-                }
-            }
-        }
+        let rewrites = watch_optional(
+            &client,
+            namespace,
+            "InferenceModelRewrite",
+            "inferencemodelrewrites",
+            &changed,
+        )
+        .await;
+        let objectives = watch_optional(
+            &client,
+            namespace,
+            "InferenceObjective",
+            "inferenceobjectives",
+            &changed,
+        )
+        .await;
         let pods = PodDiscovery::start(client, namespace);
         let source = Arc::new(Self {
             name: name.to_owned(),
@@ -256,6 +300,7 @@ impl InferencePoolSource {
             pods,
             pool,
             rewrites,
+            objectives,
             changed,
             spec: Mutex::new(None),
         });
@@ -284,6 +329,13 @@ impl InferencePoolSource {
             .unwrap_or_default()
     }
 
+    fn objective_priorities(&self) -> BTreeMap<String, i64> {
+        self.objectives
+            .as_ref()
+            .map(|w| read_objectives(&w.store.state(), &self.name))
+            .unwrap_or_default()
+    }
+
     /// The config to serve now; `None` while the pool is absent or invalid (said in the log).
     pub fn config(&self) -> Option<ResolvedGateway> {
         let spec = match self.current_spec() {
@@ -295,7 +347,8 @@ impl InferencePoolSource {
             }
         };
         match pool_config(&self.name, &self.namespace, &spec, &self.rewrite_rules()) {
-            Ok(c) => {
+            Ok(mut c) => {
+                c.tenancy.objectives = self.objective_priorities();
                 *self.spec.lock().unwrap_or_else(PoisonError::into_inner) = Some(spec);
                 Some(c)
             }
@@ -326,9 +379,13 @@ impl InferencePoolSource {
         let me = Arc::clone(self);
         tokio::spawn(async move {
             let _pods = crate::cluster::AbortOnDrop(pods);
-            let mut last: Option<(Option<PoolSpec>, Vec<Value>)> = None;
+            let mut last: Option<Inputs> = None;
             loop {
-                let now = (me.current_spec().ok().flatten(), me.rewrite_rules());
+                let now = (
+                    me.current_spec().ok().flatten(),
+                    me.rewrite_rules(),
+                    me.objective_priorities(),
+                );
                 if last.as_ref() != Some(&now) {
                     match me.config() {
                         Some(config) => match plane.reload(config) {
@@ -394,7 +451,7 @@ impl MemberSource for InferencePoolSource {
                 problems.push(p);
             }
         }
-        if let Some(w) = &self.rewrites {
+        for w in self.rewrites.iter().chain(&self.objectives) {
             let p = w.health.problem();
             if !p.is_empty() {
                 problems.push(p);
@@ -466,9 +523,38 @@ mod tests {
     }
 
     #[test]
+    fn objectives_of_the_pool_give_their_priority_by_name() {
+        let obj = |name: &str, pool: &str, priority: Option<i64>| {
+            let ar = optional_resource("llm-d.ai", "InferenceObjective", "inferenceobjectives");
+            let mut o = DynamicObject::new(name, &ar);
+            o.data = json!({"spec": {"poolRef": {"name": pool}, "priority": priority}});
+            Arc::new(o)
+        };
+        let got = read_objectives(
+            &[
+                obj("batch", "llama", Some(-1)),
+                obj("chat", "llama", None),
+                obj("x", "qwen", Some(5)),
+            ],
+            "llama",
+        );
+        assert_eq!(
+            got,
+            BTreeMap::from([("batch".to_owned(), -1), ("chat".to_owned(), 0)])
+        );
+    }
+
+    #[test]
     fn only_the_pools_own_rewrites_are_kept_oldest_first() {
         let rw = |name: &str, pool: &str, second: i64| {
-            let mut o = DynamicObject::new(name, &rewrite_resource("llm-d.ai"));
+            let mut o = DynamicObject::new(
+                name,
+                &optional_resource(
+                    "llm-d.ai",
+                    "InferenceModelRewrite",
+                    "inferencemodelrewrites",
+                ),
+            );
             o.metadata.creation_timestamp =
                 Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
                     k8s_openapi::jiff::Timestamp::from_second(second).expect("time"),

@@ -5,6 +5,7 @@
 
 use hyper::HeaderMap;
 use infergate_auth::Verified;
+use infergate_config::gateway::defaults::OBJECTIVE_HEADER;
 use infergate_config::gateway::{Band, Identity as Source, ResolvedTenancy};
 
 /// Who a request is for: its tenant and priority band.
@@ -49,17 +50,26 @@ pub fn priority(band: Band) -> i32 {
     }
 }
 
-/// The band a request asks for in its criticality header (a band name or an upstream
-/// priority integer, [`Band::from_criticality`]); the default band when it names neither.
+/// The band a request asks for in its criticality header: an InferenceObjective's name (its
+/// priority's band), a band name or an upstream priority integer ([`Band::from_criticality`]);
+/// the default band when it names none. With the default header, llm-d's
+/// `x-llm-d-inference-objective` is read first.
 pub fn band(headers: &HeaderMap, tenancy: &ResolvedTenancy) -> Band {
     let default = tenancy.default_criticality.value;
     let Source::Header(name) = &tenancy.criticality.value else {
         return default;
     };
-    headers
-        .get(name.as_str())
-        .and_then(|v| v.to_str().ok())
-        .and_then(Band::from_criticality)
+    let read = |header: &str| headers.get(header).and_then(|v| v.to_str().ok());
+    let value = if tenancy.criticality.is_default {
+        read(OBJECTIVE_HEADER).or_else(|| read(name))
+    } else {
+        read(name)
+    };
+    value
+        .and_then(|v| match tenancy.objectives.get(v.trim()) {
+            Some(priority) => Some(Band::from_priority(*priority)),
+            None => Band::from_criticality(v),
+        })
         .unwrap_or(default)
 }
 
@@ -90,6 +100,39 @@ mod tests {
         .resolve()
         .unwrap()
         .tenancy
+    }
+
+    #[test]
+    fn an_objective_name_gives_its_priority_band_and_llm_d_header_is_read_first() {
+        let mut t = tenancy();
+        t.objectives.insert("batch".into(), -5);
+        t.objectives.insert("interactive".into(), 10);
+        let mut h = HeaderMap::new();
+        h.insert(
+            "x-gateway-inference-objective",
+            HeaderValue::from_static("batch"),
+        );
+        assert_eq!(band(&h, &t), Band::Sheddable);
+        h.insert(
+            "x-llm-d-inference-objective",
+            HeaderValue::from_static("interactive"),
+        );
+        assert_eq!(band(&h, &t), Band::Critical, "the llm-d header wins");
+        let mut h = HeaderMap::new();
+        h.insert(
+            "x-llm-d-inference-objective",
+            HeaderValue::from_static("Sheddable"),
+        );
+        assert_eq!(band(&h, &t), Band::Sheddable, "a band name still works");
+        h.insert(
+            "x-llm-d-inference-objective",
+            HeaderValue::from_static("unknown-objective"),
+        );
+        assert_eq!(
+            band(&h, &t),
+            Band::Standard,
+            "an unknown name is the default band"
+        );
     }
 
     #[test]

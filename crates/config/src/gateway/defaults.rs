@@ -58,6 +58,9 @@ pub const ADMIN_ADDRESS: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr:
 pub const TENANT_HEADER: &str = "x-gateway-inference-fairness-id";
 /// Header naming the criticality when it is not taken from a JWT claim.
 pub const CRITICALITY_HEADER: &str = "x-gateway-inference-objective";
+/// llm-d's name for the same header (an InferenceObjective's name), read first when the
+/// criticality comes from the default header.
+pub const OBJECTIVE_HEADER: &str = "x-llm-d-inference-objective";
 /// `spec.tenancy.defaultCriticality`: the band of a request that names none.
 pub const CRITICALITY: Band = Band::Standard;
 

@@ -38,6 +38,9 @@ pub struct ResolvedTenancy {
     pub criticality: Setting<Identity>,
     /// Band of a request that names none.
     pub default_criticality: Setting<Band>,
+    /// InferenceObjectives by name → their `priority`: a criticality header naming one gives
+    /// that priority's band. Filled from the cluster (`extproc --pool-name`); empty from a file.
+    pub objectives: std::collections::BTreeMap<String, i64>,
 }
 
 impl ResolvedTenancy {
@@ -53,6 +56,7 @@ impl ResolvedTenancy {
             tenant: pick(&t.tenant, defaults::TENANT_HEADER),
             criticality: pick(&t.criticality, defaults::CRITICALITY_HEADER),
             default_criticality: Setting::or(t.default_criticality, defaults::CRITICALITY),
+            objectives: std::collections::BTreeMap::new(),
         }
     }
 }
