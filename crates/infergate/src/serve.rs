@@ -188,6 +188,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
         let handle = gateway.handle();
         let mut tasks = Vec::new();
+        let election = opened.cluster.as_ref().map(Cluster::election);
         if let Some(cluster) = opened.cluster {
             tasks.push(cluster.run(handle.clone()));
         }
@@ -198,7 +199,15 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         if args.config.is_some() {
             tasks.push(tokio::spawn(reload_on_sighup(handle)));
         }
-        gateway.run(shutdown_signal()).await;
+        // On SIGTERM the lease goes first, so a standby writes the status while this replica
+        // drains.
+        let shutdown = async {
+            shutdown_signal().await;
+            if let Some(election) = &election {
+                election.release().await;
+            }
+        };
+        gateway.run(shutdown).await;
         for t in tasks {
             t.abort();
         }

@@ -48,7 +48,7 @@ pub struct Cluster {
     /// The namespace's ConfigMaps: adapter maps and picker configs.
     lora: Arc<ConfigMaps>,
     pods: Option<Arc<PodDiscovery>>,
-    election: Election,
+    election: Arc<Election>,
     /// The generation of the config serving now.
     serving: Option<i64>,
     /// What was last read, and why it was refused (if it was).
@@ -129,7 +129,12 @@ impl Cluster {
         resource.wait_synced(FIRST_LIST_WAIT).await;
         lora.wait_synced(FIRST_LIST_WAIT).await;
         let lease = format!("infergate-{}", options.name);
-        let election = Election::start(client.clone(), &namespace, &lease, &options.identity);
+        let election = Arc::new(Election::start(
+            client.clone(),
+            &namespace,
+            &lease,
+            &options.identity,
+        ));
         let mut cluster = Self {
             resource,
             lora,
@@ -151,6 +156,11 @@ impl Cluster {
         };
         cluster.pods = start_pods(&client, &config, &namespace).await;
         Ok((cluster, config))
+    }
+
+    /// The status writer's election, to release its lease on shutdown.
+    pub fn election(&self) -> Arc<Election> {
+        Arc::clone(&self.election)
     }
 
     /// Where a scheduler's `configMapRef` is read: the namespace's ConfigMaps.

@@ -25,6 +25,9 @@ pub const RETRY_PERIOD: Duration = Duration::from_secs(2);
 pub struct Election {
     leading: watch::Receiver<bool>,
     task: JoinHandle<()>,
+    api: Api<Lease>,
+    name: String,
+    identity: String,
 }
 
 impl Drop for Election {
@@ -45,6 +48,8 @@ impl Election {
     pub fn start(client: Client, namespace: &str, name: &str, identity: &str) -> Self {
         let api: Api<Lease> = Api::namespaced(client, namespace);
         let (tx, leading) = watch::channel(false);
+        let (lease_api, lease_name, lease_identity) =
+            (api.clone(), name.to_owned(), identity.to_owned());
         let name = name.to_owned();
         let identity = identity.to_owned();
         let task = tokio::spawn(async move {
@@ -64,12 +69,43 @@ impl Election {
                 tokio::time::sleep(RETRY_PERIOD).await;
             }
         });
-        Self { leading, task }
+        Self {
+            leading,
+            task,
+            api: lease_api,
+            name: lease_name,
+            identity: lease_identity,
+        }
     }
 
-    /// Whether this replica holds the lease now.
+    /// Stops competing and, when this replica holds the lease, gives it up (an empty holder),
+    /// so a standby takes over on its next look instead of after a whole lease duration.
+    pub async fn release(&self) {
+        self.task.abort();
+        let Ok(Some(mut lease)) = self.api.get_opt(&self.name).await else {
+            return;
+        };
+        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+        if spec.holder_identity.as_deref() != Some(self.identity.as_str()) {
+            return;
+        }
+        spec.holder_identity = None;
+        spec.renew_time = Some(now());
+        match self
+            .api
+            .replace(&self.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => tracing::info!(lease = %self.name, "lease released"),
+            Err(e) => {
+                tracing::warn!(lease = %self.name, error = %e, "lease not released; a standby takes over when it expires")
+            }
+        }
+    }
+
+    /// Whether this replica holds the lease now (never after [`Election::release`]).
     pub fn is_leader(&self) -> bool {
-        *self.leading.borrow()
+        !self.task.is_finished() && *self.leading.borrow()
     }
 }
 

@@ -224,3 +224,37 @@ pub fn serve_ready(
 pub fn metric(admin: u16, series: &str) -> f64 {
     infergate_test_support::http::metric_sum(&get(admin, "/metrics").unwrap_or_default(), series)
 }
+
+/// An `infergate sim` replica of the `instant` profile serving `model` at `ip:port` (any
+/// loopback address: pods of a Kubernetes test listen on 127.0.0.x), with more `flags`;
+/// returns once `/health` answers 200.
+pub fn replica_on(ip: &str, port: u16, model: &str, flags: &[&str]) -> Running {
+    let child = infergate()
+        .args([
+            "sim",
+            "--model",
+            "instant",
+            "--host",
+            ip,
+            "--port",
+            &port.to_string(),
+        ])
+        .args(["--served-model-name", model])
+        .args(flags)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let running = Running(child);
+    wait_for(&format!("the replica at {ip}:{port}"), || {
+        http(
+            &format!("{ip}:{port}"),
+            "GET",
+            "/health",
+            "",
+            Duration::from_secs(2),
+        )
+        .is_some_and(|r| r.starts_with("HTTP/1.1 200"))
+    });
+    running
+}

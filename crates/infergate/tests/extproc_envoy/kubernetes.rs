@@ -6,7 +6,6 @@
 
 use std::net::SocketAddr;
 use std::process::Stdio;
-use std::time::Duration;
 
 use crate::client::{chat, post};
 use crate::common::*;
@@ -14,33 +13,7 @@ use crate::envoy::{Pool, Spec};
 use infergate_test_support::kube::{repo_root, ControlPlane};
 
 fn replica(ip: &str, port: u16, model: &str) -> Running {
-    let child = infergate()
-        .args([
-            "sim",
-            "--model",
-            "instant",
-            "--host",
-            ip,
-            "--port",
-            &port.to_string(),
-        ])
-        .args(["--served-model-name", model])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let r = Running(child);
-    wait_for(&format!("the replica at {ip}:{port}"), || {
-        http(
-            &format!("{ip}:{port}"),
-            "GET",
-            "/health",
-            "",
-            Duration::from_secs(2),
-        )
-        .is_some_and(|r| r.starts_with("HTTP/1.1 200"))
-    });
-    r
+    replica_on(ip, port, model, &[])
 }
 
 fn endpoints(admin: u16) -> f64 {
