@@ -147,7 +147,7 @@ fn the_seed_config_from_the_cluster_routes_to_labelled_pods_and_follows_every_ch
             let table = cp.kubectl(&["get", "igwc", "-n", &ns]);
             table.lines().nth(1).is_some_and(|row| {
                 let cols: Vec<&str> = row.split_whitespace().collect();
-                cols[..5] == ["my-gateway", "True", "True", "1", "2"]
+                cols.len() >= 5 && cols[..5] == ["my-gateway", "True", "True", "1", "2"]
             })
         },
         || cp.kubectl(&["get", "igwc", "-n", &ns]),
@@ -821,4 +821,56 @@ fn of_two_replicas_both_serve_one_writes_the_status_and_the_other_takes_over() {
         || cp.jsonpath(&ns, "igwc", "my-gateway", "{.status}"),
     );
     drop(second);
+}
+
+#[test]
+fn infergates_own_api_group_is_read_as_the_same_schema() {
+    let cp = ControlPlane::up("own-group");
+    cp.install_crds();
+    let ns = cp.namespace("own");
+    let own = SEED
+        .replace(
+            "inference.sagemaker.aws.amazon.com/v1alpha1",
+            "infergate.dev/v1alpha1",
+        )
+        .replace("  tls: {}\n", "");
+    cp.apply(&ns, &own);
+    let _replica = replica_at("127.0.0.61", 8000, "llama-3.1-70b");
+    cp.ready_pod(&ns, "vllm-a", "app=vllm-llama", "127.0.0.61", None);
+    let (_gateway, port, _admin) = serve(
+        &cp,
+        &[
+            "--from-cluster",
+            "my-gateway",
+            "--namespace",
+            &ns,
+            "--group",
+            "infergate.dev",
+        ],
+        "own.log",
+    );
+    let r = http(
+        &format!("127.0.0.1:{port}"),
+        "POST",
+        "/v1/chat/completions",
+        r#"{"model": "llama-3.1-70b", "messages": [{"role": "user", "content": "hi"}]}"#,
+        Duration::from_secs(10),
+    )
+    .unwrap_or_default();
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    // `igc` is this group's short name; the seed's `igwc` has no such object.
+    wait_until(
+        "kubectl get igc to show Ready",
+        || {
+            cp.jsonpath(
+                &ns,
+                "igc",
+                "my-gateway",
+                "{.status.conditions[?(@.type==\"Ready\")].status}",
+            ) == "True"
+        },
+        || cp.kubectl(&["get", "igc", "-n", &ns, "-o", "yaml"]),
+    );
+    let seed_group = cp.kubectl_output(&["get", "igwc", "my-gateway", "-n", &ns], None);
+    assert!(!seed_group.status.success());
 }
