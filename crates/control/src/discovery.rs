@@ -64,13 +64,3 @@ pub struct SourceHealth {
     /// said in `/readyz` while the last known members keep serving.
     pub problem: String,
 }
-
-impl SourceHealth {
-    /// A source that has synced and is live.
-    pub fn live() -> Self {
-        Self {
-            synced: true,
-            problem: String::new(),
-        }
-    }
-}

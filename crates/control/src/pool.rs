@@ -5,7 +5,7 @@
 //! picker needs `&mut`, so it sits behind a mutex held only for the pick and the dispatch of one
 //! request (microseconds); the first-token observation takes it once more.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -88,6 +88,26 @@ pub struct MembershipChange {
     pub left: Vec<String>,
     /// Endpoints the pool has now.
     pub endpoints: usize,
+}
+
+impl MembershipChange {
+    /// Who joined and who left going from `before` to `after`.
+    fn between(before: &[EndpointSpec], after: &[EndpointSpec]) -> Self {
+        let ids = |specs: &[EndpointSpec]| specs.iter().map(|s| s.id).collect::<HashSet<_>>();
+        let (was, is) = (ids(before), ids(after));
+        let named = |specs: &[EndpointSpec], keep: &dyn Fn(EndpointId) -> bool| {
+            specs
+                .iter()
+                .filter(|s| keep(s.id))
+                .map(|s| format!("{} ({})", s.name, s.address))
+                .collect()
+        };
+        Self {
+            joined: named(after, &|id| !was.contains(&id)),
+            left: named(before, &|id| !is.contains(&id)),
+            endpoints: after.len(),
+        }
+    }
 }
 
 /// Why an attempt at an endpoint moved on to the next one, as the retry metric names it.
@@ -424,26 +444,7 @@ impl PoolRuntime {
         if old.pool.specs() == members.as_slice() {
             return Ok(None);
         }
-        let before: HashMap<EndpointId, &EndpointSpec> =
-            old.pool.specs().iter().map(|s| (s.id, s)).collect();
-        let after: HashMap<EndpointId, &EndpointSpec> = members.iter().map(|s| (s.id, s)).collect();
-        let change = MembershipChange {
-            joined: members
-                .iter()
-                .filter(|s| !before.contains_key(&s.id))
-                .map(|s| format!("{} ({})", s.name, s.address))
-                .collect(),
-            left: old
-                .pool
-                .specs()
-                .iter()
-                .filter(|s| !after.contains_key(&s.id))
-                .map(|s| format!("{} ({})", s.name, s.address))
-                .collect(),
-            endpoints: members.len(),
-        };
-        drop(after);
-        drop(before);
+        let change = MembershipChange::between(old.pool.specs(), &members);
         let pool = old
             .pool
             .with_members(members)

@@ -17,7 +17,7 @@ use infergate_extproc::{ExtProc, ExtProcOptions};
 use infergate_kubernetes::cluster;
 use infergate_kubernetes::inference_pool::InferencePoolSource;
 
-use crate::serve::{reload_on_sighup, shutdown_signal, WATCH_EVERY};
+use crate::serve::{namespace_flag, reload_on_sighup, shutdown_signal, WATCH_EVERY};
 
 /// Flags of `infergate extproc`.
 #[derive(Debug, Args)]
@@ -69,10 +69,7 @@ pub fn run(args: ExtProcArgs) -> anyhow::Result<()> {
                 let client = cluster::client().await.context(
                     "connecting to the Kubernetes API (kubeconfig or in-cluster service account)",
                 )?;
-                let namespace = args
-                    .pool_namespace
-                    .clone()
-                    .or_else(|| std::env::var("NAMESPACE").ok().filter(|n| !n.is_empty()))
+                let namespace = namespace_flag(args.pool_namespace.clone())
                     .unwrap_or_else(|| client.default_namespace().to_owned());
                 let source = InferencePoolSource::start(client, name, &namespace).await;
                 let config = match source.config() {

@@ -82,8 +82,8 @@ pub fn identity() -> String {
         })
 }
 
-/// `--namespace`, else env NAMESPACE.
-fn namespace_flag(flag: Option<String>) -> Option<String> {
+/// A namespace flag, else env NAMESPACE (the downward API's, in a pod).
+pub fn namespace_flag(flag: Option<String>) -> Option<String> {
     flag.or_else(|| std::env::var("NAMESPACE").ok().filter(|n| !n.is_empty()))
 }
 

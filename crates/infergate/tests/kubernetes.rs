@@ -43,25 +43,7 @@ fn replica_at(ip: &str, port: u16, model: &str) -> Running {
 /// `/readyz` answers 200: the process, its listener's port and its admin port. Its log goes to
 /// `log` in the control plane's directory.
 fn serve(cp: &ControlPlane, args: &[&str], log: &str) -> (Running, u16, u16) {
-    let log = cp.dir().join(log);
-    let spawn = |[port, admin]: [u16; 2]| {
-        let file = std::fs::File::create(&log).unwrap();
-        infergate()
-            .arg("serve")
-            .args(args)
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
-            .env("KUBECONFIG", cp.kubeconfig())
-            .env("POD_NAME", "gateway-0")
-            .stdout(file.try_clone().unwrap())
-            .stderr(file)
-            .spawn()
-            .unwrap()
-    };
-    let ready =
-        |[_, admin]: [u16; 2]| get(admin, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200"));
-    let (gateway, [port, admin]) = start_on_free_ports("the gateway's /readyz", spawn, ready);
-    (gateway, port, admin)
+    serve_in_cluster(args, &cp.kubeconfig(), "gateway-0", &cp.dir().join(log))
 }
 
 /// The seed's curl, over the self-signed TLS that `tls: {}` asks for: the status and body.
@@ -610,22 +592,12 @@ fn a_rolling_replacement_and_an_api_server_restart_under_load_lose_no_request_wi
         );
     }
     let log_name = "rolling.log";
-    let spawn = |[port, admin]: [u16; 2]| {
-        let file = std::fs::File::create(cp.dir().join(log_name)).unwrap();
-        infergate()
-            .args(["serve", "--from-cluster", "my-gateway", "--namespace", &ns])
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
-            .env("KUBECONFIG", &kubeconfig)
-            .env("POD_NAME", "gw-0")
-            .stdout(file.try_clone().unwrap())
-            .stderr(file)
-            .spawn()
-            .unwrap()
-    };
-    let ready =
-        |[_, admin]: [u16; 2]| get(admin, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200"));
-    let (_gateway, [port, admin]) = start_on_free_ports("the gateway's /readyz", spawn, ready);
+    let (_gateway, port, admin) = serve_in_cluster(
+        &["--from-cluster", "my-gateway", "--namespace", &ns],
+        &kubeconfig,
+        "gw-0",
+        &cp.dir().join(log_name),
+    );
     let log = || std::fs::read_to_string(cp.dir().join(log_name)).unwrap_or_default();
     assert_eq!(endpoints(admin, "llama-70b"), 3.0, "{}", log());
     // The status is written with the Role's token too.
@@ -741,30 +713,16 @@ fn of_two_replicas_both_serve_one_writes_the_status_and_the_other_takes_over() {
     cp.apply(&ns, &SEED.replace("  tls: {}\n", ""));
     let _replica = replica_at("127.0.0.51", 8000, "llama-3.1-70b");
     cp.ready_pod(&ns, "vllm-a", "app=vllm-llama", "127.0.0.51", None);
-    let (cp_ref, ns_ref) = (&cp, ns.as_str());
-    let start = |identity: &'static str| {
-        let (cp, ns) = (cp_ref, ns_ref);
-        let log = cp.dir().join(format!("{identity}.log"));
-        let spawn = move |[port, admin]: [u16; 2]| {
-            let file = std::fs::File::create(&log).unwrap();
-            infergate()
-                .args(["serve", "--from-cluster", "my-gateway", "--namespace", ns])
-                .args(["--listen", &format!("127.0.0.1:{port}")])
-                .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
-                .env("KUBECONFIG", cp.kubeconfig())
-                .env("POD_NAME", identity)
-                .stdout(file.try_clone().unwrap())
-                .stderr(file)
-                .spawn()
-                .unwrap()
-        };
-        let ready = |[_, admin]: [u16; 2]| {
-            get(admin, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
-        };
-        start_on_free_ports("a gateway replica", spawn, ready)
+    let start = |identity: &str| {
+        serve_in_cluster(
+            &["--from-cluster", "my-gateway", "--namespace", &ns],
+            &cp.kubeconfig(),
+            identity,
+            &cp.dir().join(format!("{identity}.log")),
+        )
     };
-    let (first, [port_a, _]) = start("gw-a");
-    let (second, [port_b, _]) = start("gw-b");
+    let (first, port_a, _) = start("gw-a");
+    let (second, port_b, _) = start("gw-b");
     let leader = || cp.jsonpath(&ns, "igwc", "my-gateway", "{.status.leader}");
     wait_until("a status writer", || !leader().is_empty(), String::new);
     assert_eq!(leader(), "gw-a", "the first replica took the lease");

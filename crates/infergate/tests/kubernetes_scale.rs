@@ -186,30 +186,19 @@ spec:
         }
         let setup = started.elapsed();
         let log_path = cp.dir().join("gateway.log");
-        let spawn = |[lport, admin]: [u16; 2]| {
-            let file = std::fs::File::create(&log_path).unwrap();
-            infergate()
-                .args([
-                    "serve",
-                    "--from-cluster",
-                    "scale",
-                    "--namespace",
-                    &ns,
-                    "--scrape-interval-ms",
-                    "1000",
-                ])
-                .args(["--listen", &format!("127.0.0.1:{lport}")])
-                .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
-                .env("KUBECONFIG", cp.kubeconfig())
-                .stdout(file.try_clone().unwrap())
-                .stderr(file)
-                .spawn()
-                .unwrap()
-        };
-        let ready = |[_, admin]: [u16; 2]| {
-            get(admin, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
-        };
-        let (gateway, [lport, admin]) = start_on_free_ports("the gateway", spawn, ready);
+        let (gateway, lport, admin) = serve_in_cluster(
+            &[
+                "--from-cluster",
+                "scale",
+                "--namespace",
+                &ns,
+                "--scrape-interval-ms",
+                "1000",
+            ],
+            &cp.kubeconfig(),
+            "gateway-0",
+            &log_path,
+        );
         assert_eq!(
             metric(admin, "infergate_pool_endpoints{pool=\"llama\"}"),
             n as f64

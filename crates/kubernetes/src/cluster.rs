@@ -46,7 +46,7 @@ pub struct ClusterOptions {
 pub struct Cluster {
     resource: GatewayResource,
     /// The namespace's ConfigMaps: adapter maps and picker configs.
-    lora: Arc<ConfigMaps>,
+    config_maps: Arc<ConfigMaps>,
     pods: Option<Arc<PodDiscovery>>,
     election: Arc<Election>,
     /// The generation of the config serving now.
@@ -107,8 +107,9 @@ fn now() -> String {
 
 impl Cluster {
     /// Finds the resource (waiting while it does not exist), watches it and the adapter maps of
-    /// its namespace, waits for a generation that is accepted (writing the refusals into the
-    /// status meanwhile), and starts pod discovery for it. Returns the first config to serve.
+    /// its namespace, waits for a generation that is accepted (publishing each refusal as an
+    /// Event meanwhile; the status is written once serving, by [`Cluster::run`]), and starts
+    /// pod discovery for it. Returns the first config to serve.
     pub async fn open(
         client: Client,
         options: ClusterOptions,
@@ -125,9 +126,9 @@ impl Cluster {
             &options.identity,
         )
         .await;
-        let lora = ConfigMaps::start(client.clone(), &namespace);
+        let config_maps = ConfigMaps::start(client.clone(), &namespace);
         resource.wait_synced(FIRST_LIST_WAIT).await;
-        lora.wait_synced(FIRST_LIST_WAIT).await;
+        config_maps.wait_synced(FIRST_LIST_WAIT).await;
         let lease = format!("infergate-{}", options.name);
         let election = Arc::new(Election::start(
             client.clone(),
@@ -137,7 +138,7 @@ impl Cluster {
         ));
         let mut cluster = Self {
             resource,
-            lora,
+            config_maps,
             pods: None,
             election,
             serving: None,
@@ -148,10 +149,10 @@ impl Cluster {
             if let Some(config) = cluster.read_new().await {
                 break config;
             }
+            // Nothing is read again until the resource or a ConfigMap changes.
             tokio::select! {
                 () = cluster.resource.changed().notified() => {}
-                () = cluster.lora.changed().notified() => {}
-                () = tokio::time::sleep(STATUS_EVERY) => {}
+                () = cluster.config_maps.changed().notified() => {}
             }
         };
         cluster.pods = start_pods(&client, &config, &namespace).await;
@@ -165,7 +166,7 @@ impl Cluster {
 
     /// Where a scheduler's `configMapRef` is read: the namespace's ConfigMaps.
     pub fn picker_configs(&self) -> Arc<dyn PickerConfigSource> {
-        Arc::clone(&self.lora) as Arc<dyn PickerConfigSource>
+        Arc::clone(&self.config_maps) as Arc<dyn PickerConfigSource>
     }
 
     /// Where the serving config's pools get their members (`None` with static endpoints).
@@ -181,7 +182,7 @@ impl Cluster {
     async fn read_new(&mut self) -> Option<ResolvedGateway> {
         let obj = self.resource.current()?;
         let generation = obj.metadata.generation.unwrap_or(0);
-        let (maps, bad_maps) = self.lora.maps();
+        let (maps, bad_maps) = self.config_maps.maps();
         let resolved = resource::resolve(&obj, self.resource.api_version(), &maps);
         // The picker configs the config names, so an edit to one is a reload too.
         let pickers: Vec<String> = resolved
@@ -193,7 +194,7 @@ impl Cluster {
                         PickerSource::ConfigMap { name, key } => Some(format!(
                             "{name}/{}={:?}",
                             key.value,
-                            self.lora.picker_config(name, &key.value)
+                            self.config_maps.picker_config(name, &key.value)
                         )),
                         _ => None,
                     })
@@ -285,8 +286,11 @@ impl Cluster {
         let watching = self.pods.as_ref().map(|p| p.attach(plane.clone()));
         tokio::spawn(async move {
             let _watching = watching.map(AbortOnDrop);
+            // Read again only after a change; the other ticks only compare the status.
+            let mut changed = true;
             loop {
-                if let Some(config) = self.read_new().await {
+                let read = if changed { self.read_new().await } else { None };
+                if let Some(config) = read {
                     match plane.reload(config) {
                         Ok(()) => {
                             self.accept();
@@ -314,11 +318,11 @@ impl Cluster {
                         }
                     }
                 }
-                tokio::select! {
-                    () = self.resource.changed().notified() => {}
-                    () = self.lora.changed().notified() => {}
-                    () = tokio::time::sleep(STATUS_EVERY) => {}
-                }
+                changed = tokio::select! {
+                    () = self.resource.changed().notified() => true,
+                    () = self.config_maps.changed().notified() => true,
+                    () = tokio::time::sleep(STATUS_EVERY) => false,
+                };
             }
         })
     }

@@ -15,14 +15,12 @@ use std::time::Duration;
 use infergate_config::gateway::ConfigMapAdapterMap;
 use infergate_control::policy::PickerConfigSource;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use serde_json::json;
 use tokio::sync::Notify;
-use tokio::task::JoinHandle;
 
-use crate::watch::{drive, WatchHealth};
+use crate::watch::Watched;
 
 /// The label that marks an adapter map.
 pub const BBR_MANAGED: &str = "inference.networking.k8s.io/bbr-managed";
@@ -30,16 +28,8 @@ pub const BBR_MANAGED: &str = "inference.networking.k8s.io/bbr-managed";
 /// The ConfigMaps of one namespace, watched.
 #[derive(Debug)]
 pub struct ConfigMaps {
-    store: Store<ConfigMap>,
-    health: WatchHealth,
+    maps: Watched<ConfigMap>,
     changed: Arc<Notify>,
-    watch: JoinHandle<()>,
-}
-
-impl Drop for ConfigMaps {
-    fn drop(&mut self) {
-        self.watch.abort();
-    }
 }
 
 /// One ConfigMap read as an adapter map; the error names the map and the field.
@@ -71,23 +61,14 @@ impl ConfigMaps {
     /// Starts watching the ConfigMaps of `namespace`. Must run inside a tokio runtime.
     pub fn start(client: Client, namespace: &str) -> Arc<Self> {
         let api: Api<ConfigMap> = Api::namespaced(client, namespace);
-        let (store, writer) = reflector::store();
-        let health = WatchHealth::new("configmaps");
         let changed = Arc::new(Notify::new());
-        let stream =
-            reflector::reflector(writer, watcher::watcher(api, watcher::Config::default()));
-        let watch = tokio::spawn(drive(stream, health.clone(), Arc::clone(&changed)));
-        Arc::new(Self {
-            store,
-            health,
-            changed,
-            watch,
-        })
+        let maps = Watched::start(api, watcher::Config::default(), "configmaps", &changed);
+        Arc::new(Self { maps, changed })
     }
 
     /// Waits up to `within` for the first list.
     pub async fn wait_synced(&self, within: Duration) -> bool {
-        self.health.wait_synced(within).await
+        self.maps.health.wait_synced(within).await
     }
 
     /// Woken after every change to a ConfigMap.
@@ -99,6 +80,7 @@ impl ConfigMaps {
     /// reason), so one bad map does not take the others' adapters away.
     pub fn maps(&self) -> (Vec<ConfigMapAdapterMap>, Vec<String>) {
         let mut cms: Vec<_> = self
+            .maps
             .store
             .state()
             .into_iter()
@@ -120,6 +102,7 @@ impl ConfigMaps {
 impl PickerConfigSource for ConfigMaps {
     fn picker_config(&self, name: &str, key: &str) -> Result<String, String> {
         let cm = self
+            .maps
             .store
             .state()
             .into_iter()

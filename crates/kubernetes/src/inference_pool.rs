@@ -19,7 +19,6 @@ use infergate_control::discovery::{MemberSource, SourceHealth};
 use infergate_control::PlaneHandle;
 use infergate_picker::EndpointSpec;
 use kube::core::{ApiResource, DynamicObject};
-use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use serde_json::{json, Value};
@@ -27,7 +26,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::members::PodDiscovery;
-use crate::watch::{drive, WatchHealth};
+use crate::watch::Watched;
 
 /// What of an InferencePool the picker uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -193,14 +192,20 @@ async fn watch_optional(
     kind: &str,
     plural: &'static str,
     changed: &Arc<Notify>,
-) -> Option<Watched> {
+) -> Option<Watched<DynamicObject>> {
     for group in OPTIONAL_GROUPS {
         let ar = optional_resource(group, kind, plural);
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ar);
         match api.list(&kube::api::ListParams::default().limit(1)).await {
             Ok(_) => {
                 tracing::info!(group, kind, "watching");
-                return Some(watch(api, &ar, watcher::Config::default(), plural, changed));
+                return Some(Watched::start_with(
+                    api,
+                    ar,
+                    watcher::Config::default(),
+                    plural,
+                    changed,
+                ));
             }
             Err(e) => tracing::info!(group, kind, error = %e, "not served here; skipped"),
         }
@@ -208,42 +213,13 @@ async fn watch_optional(
     None
 }
 
-/// One watched resource: its cache, health and task.
-#[derive(Debug)]
-struct Watched {
-    store: Store<DynamicObject>,
-    health: WatchHealth,
-    task: JoinHandle<()>,
-}
-
-impl Drop for Watched {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-fn watch(
-    api: Api<DynamicObject>,
-    ar: &ApiResource,
-    config: watcher::Config,
-    plural: &'static str,
-    changed: &Arc<Notify>,
-) -> Watched {
-    let writer = reflector::store::Writer::new(ar.clone());
-    let store = writer.as_reader();
-    let health = WatchHealth::new(plural);
-    let stream = reflector::reflector(writer, watcher::watcher(api, config));
-    let task = tokio::spawn(drive(stream, health.clone(), Arc::clone(changed)));
-    Watched {
-        store,
-        health,
-        task,
-    }
-}
-
 /// What the picker's config is made from: the pool's spec, its rewrite rules and its
 /// objectives' priorities; a reload when any of them changes.
-type Inputs = (Option<PoolSpec>, Vec<Value>, BTreeMap<String, i64>);
+type Inputs = (
+    Result<Option<PoolSpec>, String>,
+    Vec<Value>,
+    BTreeMap<String, i64>,
+);
 
 /// The InferencePool, its rewrites and its pods, watched; the member source of the one pool.
 #[derive(Debug)]
@@ -251,12 +227,14 @@ pub struct InferencePoolSource {
     name: String,
     namespace: String,
     pods: Arc<PodDiscovery>,
-    pool: Watched,
-    rewrites: Option<Watched>,
-    objectives: Option<Watched>,
+    pool: Watched<DynamicObject>,
+    rewrites: Option<Watched<DynamicObject>>,
+    objectives: Option<Watched<DynamicObject>>,
     changed: Arc<Notify>,
     /// The spec the members follow; `None` while the pool is absent (no endpoints).
     spec: Mutex<Option<PoolSpec>>,
+    /// What the config last made was made from.
+    built: Mutex<Option<Inputs>>,
 }
 
 /// How long start-up waits for the pool to exist before serving unsynced.
@@ -276,7 +254,7 @@ impl InferencePoolSource {
         };
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ar);
         let by_name = watcher::Config::default().fields(&format!("metadata.name={name}"));
-        let pool = watch(api, &ar, by_name, "inferencepools", &changed);
+        let pool = Watched::start_with(api, ar, by_name, "inferencepools", &changed);
         let rewrites = watch_optional(
             &client,
             namespace,
@@ -303,6 +281,7 @@ impl InferencePoolSource {
             objectives,
             changed,
             spec: Mutex::new(None),
+            built: Mutex::new(None),
         });
         if !source.pool.health.wait_synced(FIRST_WAIT).await
             || !source.pods.wait_synced(FIRST_WAIT).await
@@ -336,9 +315,25 @@ impl InferencePoolSource {
             .unwrap_or_default()
     }
 
+    fn inputs(&self) -> Inputs {
+        (
+            self.current_spec(),
+            self.rewrite_rules(),
+            self.objective_priorities(),
+        )
+    }
+
     /// The config to serve now; `None` while the pool is absent or invalid (said in the log).
     pub fn config(&self) -> Option<ResolvedGateway> {
-        let spec = match self.current_spec() {
+        self.config_from(self.inputs())
+    }
+
+    /// The config `inputs` make, remembered as the one [`InferencePoolSource::run`] starts
+    /// from, so the config the picker started with is not loaded a second time.
+    fn config_from(&self, inputs: Inputs) -> Option<ResolvedGateway> {
+        *self.built.lock().unwrap_or_else(PoisonError::into_inner) = Some(inputs.clone());
+        let (spec, rules, objectives) = inputs;
+        let spec = match spec {
             Ok(Some(spec)) => spec,
             Ok(None) => return None,
             Err(e) => {
@@ -346,9 +341,9 @@ impl InferencePoolSource {
                 return None;
             }
         };
-        match pool_config(&self.name, &self.namespace, &spec, &self.rewrite_rules()) {
+        match pool_config(&self.name, &self.namespace, &spec, &rules) {
             Ok(mut c) => {
-                c.tenancy.objectives = self.objective_priorities();
+                c.tenancy.objectives = objectives;
                 *self.spec.lock().unwrap_or_else(PoisonError::into_inner) = Some(spec);
                 Some(c)
             }
@@ -379,15 +374,15 @@ impl InferencePoolSource {
         let me = Arc::clone(self);
         tokio::spawn(async move {
             let _pods = crate::cluster::AbortOnDrop(pods);
-            let mut last: Option<Inputs> = None;
             loop {
-                let now = (
-                    me.current_spec().ok().flatten(),
-                    me.rewrite_rules(),
-                    me.objective_priorities(),
-                );
+                let now = me.inputs();
+                let last = me
+                    .built
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clone();
                 if last.as_ref() != Some(&now) {
-                    match me.config() {
+                    match me.config_from(now) {
                         Some(config) => match plane.reload(config) {
                             Ok(()) => {
                                 tracing::info!(pool = %me.name, "InferencePool changed: reloaded")
@@ -404,7 +399,6 @@ impl InferencePoolSource {
                             }
                         }
                     }
-                    last = Some(now);
                 }
                 me.changed.notified().await;
             }
@@ -432,7 +426,7 @@ impl MemberSource for InferencePoolSource {
     }
 
     fn health(&self) -> SourceHealth {
-        let pods = self.pods.source_health();
+        let pods = MemberSource::health(&*self.pods);
         let known = self
             .spec
             .lock()

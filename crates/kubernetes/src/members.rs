@@ -15,47 +15,32 @@ use infergate_control::discovery::{MemberSource, SourceHealth};
 use infergate_control::PlaneHandle;
 use infergate_picker::EndpointSpec;
 use k8s_openapi::api::core::v1::Pod;
-use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::pods;
-use crate::watch::{drive, WatchHealth};
+use crate::watch::Watched;
 
 /// The pods of one namespace, watched.
 #[derive(Debug)]
 pub struct PodDiscovery {
     namespace: String,
-    store: Store<Pod>,
-    health: WatchHealth,
+    pods: Watched<Pod>,
     changed: Arc<Notify>,
-    watch: JoinHandle<()>,
-}
-
-impl Drop for PodDiscovery {
-    fn drop(&mut self) {
-        self.watch.abort();
-    }
 }
 
 impl PodDiscovery {
     /// Starts watching the pods of `namespace`. Must run inside a tokio runtime.
     pub fn start(client: Client, namespace: &str) -> Arc<Self> {
         let api: Api<Pod> = Api::namespaced(client, namespace);
-        let (store, writer) = reflector::store();
-        let health = WatchHealth::new("pods");
         let changed = Arc::new(Notify::new());
-        let stream =
-            reflector::reflector(writer, watcher::watcher(api, watcher::Config::default()));
-        let watch = tokio::spawn(drive(stream, health.clone(), Arc::clone(&changed)));
+        let pods = Watched::start(api, watcher::Config::default(), "pods", &changed);
         Arc::new(Self {
             namespace: namespace.to_owned(),
-            store,
-            health,
+            pods,
             changed,
-            watch,
         })
     }
 
@@ -66,21 +51,21 @@ impl PodDiscovery {
 
     /// Waits up to `within` for the first list of pods; whether it came.
     pub async fn wait_synced(&self, within: Duration) -> bool {
-        self.health.wait_synced(within).await
+        self.pods.health.wait_synced(within).await
     }
 
     /// Tells `plane` of every change from now on: after each batch of pod events it refreshes
     /// the discovered pools' members (events that arrive while it does are coalesced into one
     /// more refresh). Runs until the returned task is aborted.
     pub fn attach(self: &Arc<Self>, plane: PlaneHandle) -> JoinHandle<()> {
-        self.health.attach_metrics(plane.metrics());
+        self.pods.health.attach_metrics(plane.metrics());
         let me = Arc::clone(self);
         tokio::spawn(async move {
             loop {
                 plane
                     .metrics()
                     .discovery_synced
-                    .set(i64::from(me.health.live()));
+                    .set(i64::from(me.pods.health.live()));
                 // Each change is logged by the plane as it installs it.
                 if let Err(e) = plane.refresh_members() {
                     tracing::error!(error = %e, "membership change refused");
@@ -95,6 +80,7 @@ impl PodDiscovery {
     /// The endpoints of the ready pods `selector` matches, one per target port, in name order.
     pub fn members_matching(&self, selector: &LabelSelector, ports: &[u16]) -> Vec<EndpointSpec> {
         let mut out: Vec<EndpointSpec> = self
+            .pods
             .store
             .state()
             .iter()
@@ -109,11 +95,6 @@ impl PodDiscovery {
         out.retain(|e| seen.insert(e.id));
         out
     }
-
-    /// The source's health, for a source built on this one.
-    pub fn source_health(&self) -> SourceHealth {
-        MemberSource::health(self)
-    }
 }
 
 impl MemberSource for PodDiscovery {
@@ -122,18 +103,11 @@ impl MemberSource for PodDiscovery {
     }
 
     fn health(&self) -> SourceHealth {
-        SourceHealth {
-            synced: self.health.synced(),
-            problem: if self.health.synced() {
-                self.health.problem()
-            } else {
-                let p = self.health.problem();
-                if p.is_empty() {
-                    format!("listing the pods of namespace {}", self.namespace)
-                } else {
-                    p
-                }
-            },
+        let synced = self.pods.health.synced();
+        let mut problem = self.pods.health.problem();
+        if problem.is_empty() && !synced {
+            problem = format!("listing the pods of namespace {}", self.namespace);
         }
+        SourceHealth { synced, problem }
     }
 }

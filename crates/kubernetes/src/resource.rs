@@ -10,14 +10,12 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Patch, PatchParams};
 use kube::core::{ApiResource, DynamicObject};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use serde_json::{json, Value};
 use tokio::sync::Notify;
-use tokio::task::JoinHandle;
 
-use crate::watch::{drive, WatchHealth};
+use crate::watch::Watched;
 
 /// The two API groups read as one schema: the seed's (SageMaker HyperPod's) first.
 pub const GROUPS: [&str; 2] = ["inference.sagemaker.aws.amazon.com", "infergate.dev"];
@@ -72,10 +70,8 @@ pub struct GatewayResource {
     resource: ApiResource,
     name: String,
     namespace: String,
-    store: Store<DynamicObject>,
-    health: WatchHealth,
+    watched: Watched<DynamicObject>,
     changed: Arc<Notify>,
-    watch: JoinHandle<()>,
     recorder: Recorder,
 }
 
@@ -86,12 +82,6 @@ impl std::fmt::Debug for GatewayResource {
             .field("name", &self.name)
             .field("namespace", &self.namespace)
             .finish_non_exhaustive()
-    }
-}
-
-impl Drop for GatewayResource {
-    fn drop(&mut self) {
-        self.watch.abort();
     }
 }
 
@@ -148,13 +138,9 @@ impl GatewayResource {
         };
         tracing::info!(name, namespace, group = %resource.group, "reading InferenceGatewayConfig from the cluster");
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
-        let writer = reflector::store::Writer::new(resource.clone());
-        let store = writer.as_reader();
-        let health = WatchHealth::new(PLURAL);
         let changed = Arc::new(Notify::new());
-        let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-        let stream = reflector::reflector(writer, watcher::watcher(api.clone(), config));
-        let watch = tokio::spawn(drive(stream, health.clone(), Arc::clone(&changed)));
+        let by_name = watcher::Config::default().fields(&format!("metadata.name={name}"));
+        let watched = Watched::start_with(api.clone(), resource.clone(), by_name, PLURAL, &changed);
         let recorder = Recorder::new(
             client,
             Reporter {
@@ -167,10 +153,8 @@ impl GatewayResource {
             resource,
             name: name.to_owned(),
             namespace: namespace.to_owned(),
-            store,
-            health,
+            watched,
             changed,
-            watch,
             recorder,
         }
     }
@@ -192,7 +176,7 @@ impl GatewayResource {
 
     /// The object as last seen; `None` before the first list or after it was deleted.
     pub fn current(&self) -> Option<Arc<DynamicObject>> {
-        self.store.state().into_iter().next()
+        self.watched.store.state().into_iter().next()
     }
 
     /// Woken after every change to the object.
@@ -202,7 +186,7 @@ impl GatewayResource {
 
     /// Waits up to `within` for the first list.
     pub async fn wait_synced(&self, within: Duration) -> bool {
-        self.health.wait_synced(within).await
+        self.watched.health.wait_synced(within).await
     }
 
     /// Writes `status` through the status subresource.

@@ -146,3 +146,94 @@ where
         }
     }
 }
+
+/// One resource watched into kube's reflector cache: the cache, the watch's health, and the
+/// task that keeps both, stopped when this is dropped. Every watch of this crate is one.
+pub struct Watched<K>
+where
+    K: kube::Resource + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    /// The objects as last seen.
+    pub store: kube::runtime::reflector::Store<K>,
+    /// Whether it has listed and is live.
+    pub health: WatchHealth,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl<K> Watched<K>
+where
+    K: kube::Resource
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Default + Send + Sync,
+{
+    /// Starts watching what `api` and `config` select (`plural` names it in logs and
+    /// metrics), waking `changed` after each change. Must run inside a tokio runtime.
+    pub fn start(
+        api: kube::Api<K>,
+        config: watcher::Config,
+        plural: &'static str,
+        changed: &Arc<Notify>,
+    ) -> Self {
+        Self::start_with(api, K::DynamicType::default(), config, plural, changed)
+    }
+}
+
+impl<K> Watched<K>
+where
+    K: kube::Resource
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    /// [`Watched::start`] for a resource known only at run time (`dyntype` says which).
+    pub fn start_with(
+        api: kube::Api<K>,
+        dyntype: K::DynamicType,
+        config: watcher::Config,
+        plural: &'static str,
+        changed: &Arc<Notify>,
+    ) -> Self {
+        let writer = kube::runtime::reflector::store::Writer::new(dyntype);
+        let store = writer.as_reader();
+        let health = WatchHealth::new(plural);
+        let stream = kube::runtime::reflector::reflector(writer, watcher::watcher(api, config));
+        let task = tokio::spawn(drive(stream, health.clone(), Arc::clone(changed)));
+        Self {
+            store,
+            health,
+            task,
+        }
+    }
+}
+
+impl<K> std::fmt::Debug for Watched<K>
+where
+    K: kube::Resource + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watched")
+            .field("health", &self.health)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K> Drop for Watched<K>
+where
+    K: kube::Resource + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

@@ -27,20 +27,27 @@ impl ControlPlane {
     /// Starts one (building the binaries first if the cache lacks them). Panics with the
     /// script's output if it cannot: a test that needs an API server must not pass without.
     pub fn up(what: &str) -> ControlPlane {
-        let dir = TempDir::new(what);
-        let script = repo_root().join("tests/k8s/control-plane");
-        let out = Command::new(&script)
-            .arg("up")
-            .arg(dir.path())
+        let cp = ControlPlane {
+            dir: TempDir::new(what),
+            script: repo_root().join("tests/k8s/control-plane"),
+        };
+        cp.script_must("up");
+        cp
+    }
+
+    /// Runs `tests/k8s/control-plane VERB DIR`, which must succeed.
+    fn script_must(&self, verb: &str) {
+        let out = Command::new(&self.script)
+            .arg(verb)
+            .arg(self.dir())
             .output()
             .unwrap();
         assert!(
             out.status.success(),
-            "tests/k8s/control-plane up failed:\n{}\n{}",
+            "tests/k8s/control-plane {verb} failed:\n{}\n{}",
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        ControlPlane { dir, script }
     }
 
     /// Its directory (kubeconfig, logs, `bin/`).
@@ -65,16 +72,7 @@ impl ControlPlane {
     /// Starts it again after [`ControlPlane::stop`], on the same data; the kubeconfig is
     /// rewritten for the new port.
     pub fn restart(&self) {
-        let out = Command::new(&self.script)
-            .arg("up")
-            .arg(self.dir())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "control-plane restart failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        self.script_must("up");
     }
 
     /// `kubectl ARGS` as the admin; its output, whatever the exit status.

@@ -258,3 +258,33 @@ pub fn replica_on(ip: &str, port: u16, model: &str, flags: &[&str]) -> Running {
     });
     running
 }
+
+/// `infergate serve ARGS` against a Kubernetes API server (`kubeconfig`), as the replica
+/// `identity` (its `POD_NAME`), on two free loopback ports, its output in `log`; started again
+/// on fresh ports if it exits first. Returns once `/readyz` answers 200: the process, the
+/// listener's port and the admin port.
+pub fn serve_in_cluster(
+    args: &[&str],
+    kubeconfig: &std::path::Path,
+    identity: &str,
+    log: &std::path::Path,
+) -> (Running, u16, u16) {
+    let spawn = |[port, admin]: [u16; 2]| {
+        let file = std::fs::File::create(log).unwrap();
+        infergate()
+            .arg("serve")
+            .args(args)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
+            .env("KUBECONFIG", kubeconfig)
+            .env("POD_NAME", identity)
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .spawn()
+            .unwrap()
+    };
+    let ready =
+        |[_, admin]: [u16; 2]| get(admin, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200"));
+    let (gateway, [port, admin]) = start_on_free_ports("the gateway's /readyz", spawn, ready);
+    (gateway, port, admin)
+}
