@@ -189,6 +189,9 @@ pub fn run(
         };
         return run_with(scenario, Some(Policy::RoundRobin), requests, &options);
     }
+    if let Some(ablated) = crate::ablation::policy(policy) {
+        return run_with(scenario, Some(ablated), requests, options);
+    }
     let named =
         Policy::named(policy).map_err(|e| BenchError::Policy(policy.into(), e.to_string()))?;
     run_with(scenario, Some(named), requests, options)

@@ -17,9 +17,13 @@ pub struct BenchArgs {
     /// Print the six seed rows as the HyperPod table lays them out (Δ vs round-robin).
     #[arg(long)]
     seed_table: bool,
-    /// Policies to compare (default: every one).
+    /// Policies to compare (default: every one). `infergate-without-<part>` is infergate's
+    /// policy with one scorer, filter or `fresh-load` off (see --ablate).
     #[arg(long, value_delimiter = ',')]
     policies: Vec<String>,
+    /// Add every ablation of infergate's policy (one part off at a time) to the policies.
+    #[arg(long)]
+    ablate: bool,
     /// Replay this trace (Azure CSV, Mooncake JSONL with hash_ids, or an infergate capture from
     /// `serve --capture`; told by content) on --fleet, its timestamps time-scaled to --load
     /// (default 0.6) of the fleet's capacity.
@@ -123,11 +127,17 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         })?],
         (None, false) => bail!("say --scenario NAME|all, --seed-table or --picker"),
     };
-    let policies: Vec<&str> = if args.policies.is_empty() {
+    let ablations = if args.ablate {
+        infergate_bench::ablation::names()
+    } else {
+        Vec::new()
+    };
+    let mut policies: Vec<&str> = if args.policies.is_empty() {
         args.mode.default_policies()
     } else {
         args.policies.iter().map(String::as_str).collect()
     };
+    policies.extend(ablations.iter().map(String::as_str));
     let loads = match &args.load {
         Some(text) => crate::bench_sweep::parse_loads(text)?,
         None => Vec::new(),
