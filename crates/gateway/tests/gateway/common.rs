@@ -90,6 +90,15 @@ impl Scripted {
                                     ))),
                                 ));
                             }
+                            if req.uri().path() == "/v1/models" {
+                                // The scraper asking for the context window: not a request
+                                // under test, and this upstream does not say (as TGI does not).
+                                let mut not_found = Response::new(http_body_util::Either::Left(
+                                    Full::new(Bytes::new()),
+                                ));
+                                *not_found.status_mut() = hyper::StatusCode::NOT_FOUND;
+                                return Ok(not_found);
+                            }
                             seen.lock().unwrap().push(req.headers().clone());
                             let _ = req.into_body().collect().await;
                             let (tx, rx) =

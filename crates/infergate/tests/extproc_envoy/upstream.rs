@@ -3,7 +3,8 @@
 //! byte, or, with `"stream": true`, answered with a paced SSE stream naming the requested model
 //! and ending in `usage` (with `"hold": true` too, its events after the first wait for
 //! [`Replica::release`]; with `"hang": true`, the answer comes only after a minute). Each answer
-//! names the replica (`x-replica`), and every request is recorded.
+//! names the replica (`x-replica`), and every request is recorded but the scraper's (`/metrics`,
+//! `/v1/models`, which answers 404).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -163,6 +164,13 @@ async fn answer(
     if req.uri().path() == "/metrics" {
         let text = metrics.lock().unwrap().clone();
         return Response::new(Full::new(Bytes::from(text)).boxed_unsync());
+    }
+    if req.uri().path() == "/v1/models" {
+        // The scraper's read of the context window: not an inference request, so not recorded;
+        // these replicas do not say theirs (as TGI does not), so every request may go anywhere.
+        let mut not_found = Response::new(Full::new(Bytes::new()).boxed_unsync());
+        *not_found.status_mut() = hyper::StatusCode::NOT_FOUND;
+        return not_found;
     }
     let headers = req.headers().clone();
     let body = req.into_body().collect().await.unwrap().to_bytes();
