@@ -218,8 +218,9 @@ impl Router {
 /// target port over the replicas' pods), with no config file: it then loads the default
 /// scheduling config compiled into it (`pkg/epp/config/loader/defaults.go`: queue-scorer 2,
 /// kv-cache-utilization-scorer 2, prefix-cache-scorer 3, max-score-picker; the chart's
-/// `default-plugins.yaml` is the same). Tracing is off, as the chart's values set it (on, it
-/// would export to a collector that is not there). Then Envoy in front of it.
+/// `default-plugins.yaml` is the same). Log verbosity 1 and tracing off, as the chart's values
+/// set them (the binary's own defaults are 2 and on; on, it would export traces to a collector
+/// that is not there). Then Envoy in front of it.
 fn start_gie_epp(at: &Launch<'_>, log: &Path) -> Result<Started, LiveError> {
     let name = PEERS[3];
     let epp = find_epp()?;
@@ -252,6 +253,7 @@ fn start_gie_epp(at: &Launch<'_>, log: &Path) -> Result<Started, LiveError> {
         .args(["--grpc-port", &ext_proc.port().to_string()])
         .args(["--grpc-health-port", &health.port().to_string()])
         .args(["--metrics-port", &metrics.port().to_string()])
+        .args(["--v", "1"])
         .arg("--tracing=false")
         .env("KUBECONFIG", cluster.kubeconfig());
     let epp = Process::spawn(name, cmd, log)?;
