@@ -105,7 +105,7 @@ impl Sim<'_> {
                 self.dispatches[i] = Some(d);
                 e
             }),
-            None => Some(clairvoyant_choice(&self.replicas, r)),
+            None => clairvoyant_choice(&self.replicas, r),
         };
         let submitted = target.and_then(|e| {
             let engine = &mut self.replicas[e].engine;

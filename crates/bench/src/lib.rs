@@ -3,6 +3,7 @@
 //! metrics scraped at their real interval and staleness, so every policy is measured on the same
 //! arrivals, side by side, thousands of times faster than real time.
 
+pub mod ablation;
 pub mod custom;
 mod event_loop;
 pub mod gate;

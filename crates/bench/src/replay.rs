@@ -21,7 +21,8 @@ pub enum Recorded {
 }
 
 impl Recorded {
-    fn len(&self) -> usize {
+    /// Requests in the trace.
+    pub fn len(&self) -> usize {
         match self {
             Recorded::Lengths(r) => r.len(),
             Recorded::Blocks(r) => r.len(),
@@ -43,6 +44,17 @@ impl Recorded {
             .filter_map(|i| self.request(i))
             .map(|r| (r.input_tokens, r.output_tokens))
             .collect()
+    }
+
+    /// Whether the trace holds no request.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// From the first arrival to the last.
+    pub fn span(&self) -> Duration {
+        self.request(self.len().saturating_sub(1))
+            .map_or(Duration::ZERO, |r| r.at)
     }
 
     /// Requests per second over the whole trace.

@@ -9,9 +9,6 @@ use infergate_engine::{Engine, FinishReason, NewRequest, SchedulingPolicy};
 use infergate_picker::{Dispatch, LoraInfo, Picker, Pool, RequestFeatures, ScrapedMetrics};
 use std::time::Duration;
 
-/// The picker's approximate index looks at no more than this many leading blocks.
-const MAX_PREFIX_BLOCKS: usize = 256;
-
 /// One simulated replica and its place in the event loop.
 pub(crate) struct Replica {
     pub engine: Engine,
@@ -48,9 +45,15 @@ pub(crate) fn choose(
     r: &BenchRequest,
     now: Duration,
 ) -> Option<(usize, Dispatch)> {
+    // The picker's approximate index looks at no more than its policy's leading blocks.
+    let hashed = r
+        .block_hashes
+        .len()
+        .min(picker.policy().prefix_params().max_prefix_blocks);
     let features = RequestFeatures {
-        prompt_block_hashes: r.block_hashes[..r.block_hashes.len().min(MAX_PREFIX_BLOCKS)].to_vec(),
+        prompt_block_hashes: r.block_hashes[..hashed].to_vec(),
         target_adapter: r.adapter.clone(),
+        context_tokens: u64::from(r.prompt_tokens) + u64::from(r.output_tokens),
         ..RequestFeatures::new("model", u64::from(r.prompt_tokens))
     };
     let pick = picker.pick(pool, &features, now).ok()?;
@@ -62,9 +65,14 @@ pub(crate) fn choose(
 
 /// The replica with the lowest predicted TTFT from its true state: prefill work queued ahead
 /// plus this prompt's uncached part, at the replica's prefill rate, plus one decode step.
-pub(crate) fn clairvoyant_choice(replicas: &[Replica], r: &BenchRequest) -> usize {
-    let mut best = (f64::INFINITY, 0);
+/// Only replicas whose context holds the request are considered; `None` when none does.
+pub(crate) fn clairvoyant_choice(replicas: &[Replica], r: &BenchRequest) -> Option<usize> {
+    let mut best = (f64::INFINITY, None);
+    let needed = r.prompt_tokens + r.output_tokens;
     for (i, rep) in replicas.iter().enumerate() {
+        if rep.engine.config().max_model_len < needed {
+            continue;
+        }
         let cached = rep.engine.cached_prefix_blocks(&r.block_hashes) as u64 * 16;
         let work =
             rep.engine.pending_prefill_tokens() + u64::from(r.prompt_tokens).saturating_sub(cached);
@@ -73,8 +81,8 @@ pub(crate) fn clairvoyant_choice(replicas: &[Replica], r: &BenchRequest) -> usiz
             .decode_nanos(rep.engine.num_decoding() as u32, 1_000)
             / 1e9;
         let predicted = work as f64 * rep.prefill_secs_per_token + decode;
-        if predicted < best.0 {
-            best = (predicted, i);
+        if predicted < best.0 || best.1.is_none() {
+            best = (predicted, Some(i));
         }
     }
     best.1
@@ -99,5 +107,6 @@ pub(crate) fn scrape(engine: &Engine, now: Duration) -> ScrapedMetrics {
         prefix_cache_queries: Some(c.prefix_cache_queries),
         prefix_cache_hits: Some(c.prefix_cache_hits),
         prefix_cache_hit_rate: None,
+        max_model_len: Some(engine.config().max_model_len),
     }
 }

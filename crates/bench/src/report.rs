@@ -10,6 +10,75 @@ pub const GOODPUT_TTFT: Duration = Duration::from_secs(2);
 /// See [`GOODPUT_TTFT`].
 pub const GOODPUT_TPOT: Duration = Duration::from_millis(100);
 
+/// A service-level objective. Each request is judged against it for goodput (its own TTFT and
+/// TPOT within the limits); a run meets it when the p99 of TTFT — counting every request that
+/// never got a first token as a miss — and, if set, the p99 of TPOT are within the limits.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Slo {
+    /// Time to first token.
+    #[serde(serialize_with = "millis")]
+    pub ttft: Duration,
+    /// Time per output token after the first; `None`: not part of the objective.
+    #[serde(serialize_with = "opt_millis")]
+    pub tpot: Option<Duration>,
+}
+
+impl Default for Slo {
+    /// The goodput thresholds: [`GOODPUT_TTFT`] and [`GOODPUT_TPOT`].
+    fn default() -> Self {
+        Slo {
+            ttft: GOODPUT_TTFT,
+            tpot: Some(GOODPUT_TPOT),
+        }
+    }
+}
+
+fn millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64() * 1e3)
+}
+
+fn opt_millis<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => millis(d, s),
+        None => s.serialize_none(),
+    }
+}
+
+/// The lowest and highest value of a figure over the seeds of a result.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+pub struct Range {
+    /// Lowest.
+    pub min: f64,
+    /// Highest.
+    pub max: f64,
+}
+
+impl Range {
+    fn of(values: &[f64]) -> Range {
+        let (mut min, mut max) = (f64::INFINITY, f64::NEG_INFINITY);
+        for &v in values {
+            min = min.min(v);
+            max = max.max(v);
+        }
+        Range { min, max }
+    }
+
+    fn one(v: f64) -> Range {
+        Range { min: v, max: v }
+    }
+}
+
+/// How far the headline figures moved from seed to seed.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+pub struct Spread {
+    /// TTFT p99 (ms).
+    pub ttft_p99_ms: Range,
+    /// TPOT p99 (ms).
+    pub tpot_p99_ms: Range,
+    /// Goodput (requests per second).
+    pub goodput_rps: Range,
+}
+
 /// p50 / p95 / p99 / mean, in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
 pub struct Percentiles {
@@ -61,10 +130,20 @@ pub struct PolicyResult {
     pub tpot_ms: Percentiles,
     /// End to end.
     pub e2e_ms: Percentiles,
-    /// Output tokens per second finished in the measurement window.
+    /// Served throughput: output tokens generated per second during the measurement window, by
+    /// any request — at a load the fleet keeps up with this is the offered work, above it the
+    /// rate the fleet actually serves (not backlog finished early).
     pub output_tokens_per_s: f64,
-    /// Requests per second finished in the window within the goodput thresholds.
+    /// Goodput: requests that arrived in the measurement window and met the SLO (their own TTFT
+    /// and TPOT within it), per second of the window.
     pub goodput_rps: f64,
+    /// Requests sent (not refused by flow control) that never got a first token: beside the
+    /// percentiles, which are over the requests that got one.
+    pub unanswered: u64,
+    /// Whether the run met the SLO ([`Slo`]); over seeds, whether most did.
+    pub slo_met: bool,
+    /// Spread over seeds (a single run: its own values).
+    pub spread: Spread,
     /// Requests refused or never finished.
     pub errors: u64,
     /// Requests shed (flow control; none without it).
@@ -93,9 +172,16 @@ pub struct BandResult {
     pub shed: u64,
 }
 
-/// The figures of a run: the first 10 % of arrivals are warm-up; throughput counts requests
-/// finishing between the end of warm-up and the last arrival.
+/// The figures of a run against the default [`Slo`].
 pub fn summarize(policy: &str, run: &RunOutcome) -> PolicyResult {
+    summarize_with(policy, run, &Slo::default())
+}
+
+/// The figures of a run: the first 10 % of arrivals are warm-up; the measurement window runs
+/// from the first measured arrival to the last arrival. Percentiles are over the measured
+/// requests; throughput counts every token generated in the window; goodput the measured
+/// requests that met `slo`.
+pub fn summarize_with(policy: &str, run: &RunOutcome, slo: &Slo) -> PolicyResult {
     let warm = run.requests.len() / 10;
     let measured = &run.requests[warm..];
     let window_start = measured.first().map_or(Duration::ZERO, |r| r.sent);
@@ -121,27 +207,27 @@ pub fn summarize(policy: &str, run: &RunOutcome) -> PolicyResult {
         .flatten()
         .map(|&g| f64::from(g))
         .collect();
-    let in_window = |r: &&crate::runner::Outcome| {
-        r.finished
-            .is_some_and(|t| t >= window_start && t <= run.last_arrival)
-    };
-    let tokens: u64 = measured
-        .iter()
-        .filter(in_window)
-        .map(|r| u64::from(r.output_tokens))
-        .sum();
+    let tokens = tokens_generated_between(run, window_start, run.last_arrival);
     let good = measured
         .iter()
-        .filter(in_window)
+        .filter(|r| r.finished.is_some() && !r.error)
         .filter(|r| {
-            let ttft_ok = r.first_token.is_some_and(|t| t - r.sent <= GOODPUT_TTFT);
-            ttft_ok && tpot(r).is_none_or(|t| t <= ms(GOODPUT_TPOT))
+            let ttft_ok = r.first_token.is_some_and(|t| t - r.sent <= slo.ttft);
+            let tpot_ok = match slo.tpot {
+                Some(limit) => tpot(r).is_none_or(|t| t <= ms(limit)),
+                None => true,
+            };
+            ttft_ok && tpot_ok
         })
         .count();
     let failed =
         |r: &crate::runner::Outcome| r.refused.is_none() && (r.error || r.finished.is_none());
     let errors = measured.iter().filter(|r| failed(r)).count() as u64;
     let shed = measured.iter().filter(|r| r.refused.is_some()).count() as u64;
+    let unanswered = measured
+        .iter()
+        .filter(|r| r.refused.is_none() && r.first_token.is_none())
+        .count() as u64;
     let bands = Band::ALL
         .into_iter()
         .filter(|&b| measured.iter().any(|r| r.band == Some(b)))
@@ -161,20 +247,78 @@ pub fn summarize(policy: &str, run: &RunOutcome) -> PolicyResult {
             }
         })
         .collect();
+    // The objective's p99 counts an unanswered request as a miss: it is the p99 over every
+    // sent request, the unanswered ones sorted last.
+    let sent = measured.iter().filter(|r| r.refused.is_none()).count();
+    let ttft_p99_all = if sent == 0 {
+        f64::NAN
+    } else {
+        let rank = ((0.99 * sent as f64).ceil() as usize).clamp(1, sent);
+        let mut answered = ttft.clone();
+        answered.sort_by(f64::total_cmp);
+        answered.get(rank - 1).copied().unwrap_or(f64::INFINITY)
+    };
+    let ttft_ms = Percentiles::of(&mut ttft);
+    let tpot_ms = Percentiles::of(&mut tpots);
+    let slo_met = ttft_p99_all <= ms(slo.ttft)
+        && slo
+            .tpot
+            .is_none_or(|limit| tpot_ms.p99.is_nan() || tpot_ms.p99 <= ms(limit));
+    let goodput_rps = good as f64 / window;
     PolicyResult {
         policy: policy.to_owned(),
-        ttft_ms: Percentiles::of(&mut ttft),
+        ttft_ms,
         itl_ms: Percentiles::of(&mut itl),
-        tpot_ms: Percentiles::of(&mut tpots),
+        tpot_ms,
         e2e_ms: Percentiles::of(&mut e2e),
-        output_tokens_per_s: tokens as f64 / window,
-        goodput_rps: good as f64 / window,
+        output_tokens_per_s: tokens / window,
+        goodput_rps,
+        unanswered,
+        slo_met,
+        spread: Spread {
+            ttft_p99_ms: Range::one(ttft_ms.p99),
+            tpot_p99_ms: Range::one(tpot_ms.p99),
+            goodput_rps: Range::one(goodput_rps),
+        },
         errors,
         shed,
         prefix_hit_ratio: run.prefix_hit_ratio,
         preemptions: run.preemptions,
         bands,
     }
+}
+
+/// Output tokens generated in `[from, to]` by every request of the run: each token at its own
+/// time where the run recorded every gap, else spread evenly between the first and last token.
+fn tokens_generated_between(run: &RunOutcome, from: Duration, to: Duration) -> f64 {
+    let (from_s, to_s) = (from.as_secs_f64(), to.as_secs_f64());
+    let mut total = 0.0;
+    for (i, r) in run.requests.iter().enumerate() {
+        let Some(first) = r.first_token else { continue };
+        let first_s = first.as_secs_f64();
+        let gaps = run.token_gaps_ms.get(i).map_or(&[][..], Vec::as_slice);
+        if r.output_tokens > 0 && gaps.len() + 1 == r.output_tokens as usize {
+            let mut t = first_s;
+            total += f64::from(u8::from((from_s..=to_s).contains(&t)));
+            for &g in gaps {
+                t += f64::from(g) / 1e3;
+                if t > to_s {
+                    break;
+                }
+                total += f64::from(u8::from(t >= from_s));
+            }
+        } else {
+            let last_s = r.finished.map_or(first_s, |t| t.as_secs_f64());
+            let n = f64::from(r.output_tokens);
+            if last_s <= first_s {
+                total += n * f64::from(u8::from((from_s..=to_s).contains(&first_s)));
+            } else {
+                let overlap = (last_s.min(to_s) - first_s.max(from_s)).max(0.0);
+                total += n * overlap / (last_s - first_s);
+            }
+        }
+    }
+    total
 }
 
 /// TTFT (ms) of every request after the warm-up tenth that got a first token.
@@ -186,13 +330,31 @@ pub fn measured_ttfts_ms(run: &RunOutcome) -> Vec<f64> {
         .collect()
 }
 
-/// The median, per figure, of one policy's results over several seeds.
+/// The median of `v` (the mean of the middle two of an even count); NaN when empty.
+pub fn median(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let mid = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[mid]
+    } else {
+        0.5 * (v[mid - 1] + v[mid])
+    }
+}
+
+/// The median, per figure, of one policy's results over several seeds (an even count of
+/// seeds: the mean of the middle two), with each headline figure's spread.
 pub fn median_over_seeds(results: &[PolicyResult]) -> Option<PolicyResult> {
     let first = results.first()?;
     let med = |f: &dyn Fn(&PolicyResult) -> f64| {
         let mut v: Vec<f64> = results.iter().map(f).collect();
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
+        median(&mut v)
+    };
+    let range = |f: &dyn Fn(&PolicyResult) -> f64| {
+        let v: Vec<f64> = results.iter().map(f).collect();
+        Range::of(&v)
     };
     let pct = |f: &dyn Fn(&PolicyResult) -> Percentiles| Percentiles {
         p50: med(&|r| f(r).p50),
@@ -208,10 +370,17 @@ pub fn median_over_seeds(results: &[PolicyResult]) -> Option<PolicyResult> {
         e2e_ms: pct(&|r| r.e2e_ms),
         output_tokens_per_s: med(&|r| r.output_tokens_per_s),
         goodput_rps: med(&|r| r.goodput_rps),
-        errors: med(&|r| r.errors as f64) as u64,
-        shed: med(&|r| r.shed as f64) as u64,
+        unanswered: med(&|r| r.unanswered as f64).round() as u64,
+        slo_met: 2 * results.iter().filter(|r| r.slo_met).count() > results.len(),
+        spread: Spread {
+            ttft_p99_ms: range(&|r| r.ttft_ms.p99),
+            tpot_p99_ms: range(&|r| r.tpot_ms.p99),
+            goodput_rps: range(&|r| r.goodput_rps),
+        },
+        errors: med(&|r| r.errors as f64).round() as u64,
+        shed: med(&|r| r.shed as f64).round() as u64,
         prefix_hit_ratio: med(&|r| r.prefix_hit_ratio),
-        preemptions: med(&|r| r.preemptions as f64) as u64,
+        preemptions: med(&|r| r.preemptions as f64).round() as u64,
         bands: first
             .bands
             .iter()
@@ -297,6 +466,69 @@ pub fn markdown_table(results: &[PolicyResult], baseline: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::runner::Outcome;
+
+    fn run_of(requests: Vec<Outcome>, last_arrival_s: u64) -> RunOutcome {
+        RunOutcome {
+            token_gaps_ms: vec![Vec::new(); requests.len()],
+            requests,
+            last_arrival: Duration::from_secs(last_arrival_s),
+            prefix_hit_ratio: 0.0,
+            preemptions: 0,
+            queue_samples: Vec::new(),
+            gateways: Vec::new(),
+        }
+    }
+
+    fn served(sent: u64, first: u64, done: u64, tokens: u32) -> Outcome {
+        Outcome {
+            sent: Duration::from_secs(sent),
+            first_token: Some(Duration::from_secs(first)),
+            finished: Some(Duration::from_secs(done)),
+            output_tokens: tokens,
+            ..Outcome::default()
+        }
+    }
+
+    #[test]
+    fn the_median_of_an_even_count_is_the_mean_of_the_middle_two() {
+        assert_eq!(median(&mut [4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert_eq!(median(&mut [5.0, 1.0, 3.0]), 3.0);
+        assert!(median(&mut []).is_nan());
+    }
+
+    #[test]
+    fn unanswered_requests_are_counted_and_miss_the_slo() {
+        // Ten requests, the first is warm-up; of the nine measured, one never got a token.
+        let mut requests: Vec<Outcome> = (0..10).map(|i| served(i, i, i + 1, 2)).collect();
+        requests[9] = Outcome {
+            sent: Duration::from_secs(9),
+            ..Outcome::default()
+        };
+        let r = summarize("p", &run_of(requests, 9));
+        assert_eq!(r.unanswered, 1);
+        assert_eq!(r.errors, 1);
+        // Every answered one took 0 s to its first token; the p99 over all nine is the miss.
+        assert_eq!(r.ttft_ms.p99, 0.0);
+        assert!(!r.slo_met);
+    }
+
+    #[test]
+    fn throughput_counts_tokens_made_in_the_window_not_backlog() {
+        // Two measured requests (warm-up is the first tenth of 2: none), window 0–10 s. One
+        // makes 100 tokens over 0–10 s; the other 100 over 5–25 s, only a quarter inside.
+        let requests = vec![served(0, 0, 10, 100), served(5, 5, 25, 100)];
+        let r = summarize("p", &run_of(requests, 10));
+        assert!(
+            (r.output_tokens_per_s - 12.5).abs() < 1e-9,
+            "{}",
+            r.output_tokens_per_s
+        );
+        // Goodput: both arrived in the window and met the 2 s TTFT, but TPOT is 20/99 s and
+        // 10/99 s per token (> 100 ms): neither counts.
+        assert_eq!(r.goodput_rps, 0.0);
+    }
 
     #[test]
     fn percentiles_are_nearest_rank() {

@@ -78,6 +78,9 @@ pub struct RunOptions {
     /// controller, sharing only the scrapes; arrivals are dealt to them at random. 0 counts as
     /// 1, the single gateway.
     pub gateway_replicas: u32,
+    /// The pool holds only the replicas of the fastest GPU kind (the highest prefill rate);
+    /// the rest of the fleet takes no request.
+    pub fastest_gpu_only: bool,
 }
 
 impl Default for RunOptions {
@@ -87,6 +90,7 @@ impl Default for RunOptions {
             seed: 1,
             scrape_interval: Duration::from_millis(50),
             gateway_replicas: 1,
+            fastest_gpu_only: false,
         }
     }
 }
@@ -158,16 +162,35 @@ pub fn replica_capacity(
     Ok((hi - lo) as f64 / (done[hi] - done[lo]).max(1e-9))
 }
 
-/// Runs `requests` on the scenario's fleet with `policy` (a picker policy name, or
-/// `clairvoyant`) and returns what every request saw.
+/// The greedy oracle: each request to the replica whose true state, read at dispatch with no
+/// delay, predicts the lowest TTFT. A myopic rule with perfect information, not a bound:
+/// it ignores what the request does to those that follow. `clairvoyant` is its former name.
+pub const GREEDY_ORACLE: &str = "greedy-oracle";
+
+/// Round-robin over the replicas of the fastest GPU kind only (the highest prefill rate),
+/// the others idle: what an operator of a mixed fleet without a GPU-aware router does.
+pub const ROUND_ROBIN_FASTEST_GPU: &str = "round-robin-fastest-gpu";
+
+/// Runs `requests` on the scenario's fleet with `policy` (a picker policy name,
+/// [`GREEDY_ORACLE`] or [`ROUND_ROBIN_FASTEST_GPU`]) and returns what every request saw.
 pub fn run(
     scenario: &Scenario,
     policy: &str,
     requests: &[BenchRequest],
     options: &RunOptions,
 ) -> Result<RunOutcome, BenchError> {
-    if policy == "clairvoyant" {
+    if policy == GREEDY_ORACLE || policy == "clairvoyant" {
         return run_with(scenario, None, requests, options);
+    }
+    if policy == ROUND_ROBIN_FASTEST_GPU {
+        let options = RunOptions {
+            fastest_gpu_only: true,
+            ..*options
+        };
+        return run_with(scenario, Some(Policy::RoundRobin), requests, &options);
+    }
+    if let Some(ablated) = crate::ablation::policy(policy) {
+        return run_with(scenario, Some(ablated), requests, options);
     }
     let named =
         Policy::named(policy).map_err(|e| BenchError::Policy(policy.into(), e.to_string()))?;
@@ -214,7 +237,15 @@ pub fn run_tuned(
             next_scrape: phase + options.scrape_interval,
         });
     }
+    // Replica ids are their indices, so a restricted pool still names replicas directly.
+    let fastest = replicas
+        .iter()
+        .map(|r| r.prefill_secs_per_token)
+        .fold(f64::INFINITY, f64::min);
     let specs: Vec<EndpointSpec> = (0..replicas.len())
+        .filter(|&i| {
+            !options.fastest_gpu_only || replicas[i].prefill_secs_per_token <= fastest * 1.000_001
+        })
         .map(|i| EndpointSpec::new(i as u64, format!("10.0.0.{}:8000", i + 1)))
         .collect();
     let gateway_count = options.gateway_replicas.max(1) as usize;

@@ -203,7 +203,18 @@ impl Scenario {
     ) -> Result<Vec<BenchRequest>, TraceError> {
         let mut rng = SplitMix64::new(seed);
         let mut requests = match self.recorded()? {
-            Some(trace) => trace.window(rate, duration, max_model_len, &mut rng),
+            Some(trace) => {
+                let window = trace.window(rate, duration, max_model_len, &mut rng);
+                if window.is_empty() && rate > 0.0 && !duration.is_zero() {
+                    return Err(TraceError::NothingToReplay(format!(
+                        "{} requests spanning {:.1} s, replayed at {rate:.2} req/s for {:.0} s",
+                        trace.len(),
+                        trace.span().as_secs_f64(),
+                        duration.as_secs_f64()
+                    )));
+                }
+                window
+            }
             None => {
                 let times = self.arrivals.times(rate, duration, &mut rng);
                 self.shape()?.requests(&times, max_model_len, &mut rng)

@@ -41,6 +41,10 @@ pub enum TraceError {
         /// What is wrong.
         reason: String,
     },
+    /// A replay of the trace yields no request (an empty trace, or one whose timestamps give it
+    /// no rate): nothing would be measured.
+    #[error("the replay yields no request: {0}")]
+    NothingToReplay(String),
 }
 
 /// Where the shared traces live: `$INFERGATE_TRACES`, else the first of `shared/traces`,
@@ -75,7 +79,7 @@ pub fn read_azure_csv(path: &Path) -> Result<Vec<TraceRequest>, TraceError> {
         error: source,
     })?;
     let mut out = Vec::new();
-    let mut first: Option<f64> = None;
+    let mut first: Option<(i64, f64)> = None;
     for (i, line) in text.lines().enumerate().skip(1) {
         if line.trim().is_empty() {
             continue;
@@ -89,12 +93,15 @@ pub fn read_azure_csv(path: &Path) -> Result<Vec<TraceRequest>, TraceError> {
         let (Some(ts), Some(ctx), Some(gen)) = (fields.next(), fields.next(), fields.next()) else {
             return Err(bad("expected TIMESTAMP,ContextTokens,GeneratedTokens"));
         };
-        let seconds = seconds_of_day(ts).ok_or_else(|| bad("bad timestamp"))?;
-        let start = *first.get_or_insert(seconds);
+        let (day, seconds) = day_and_seconds(ts).ok_or_else(|| bad("bad timestamp"))?;
+        let (first_day, first_seconds) = *first.get_or_insert((day, seconds));
+        // Days apart first, then seconds: a trace that crosses midnight keeps its order, and
+        // the sub-second digits are not lost to an epoch-sized number.
+        let since_start = (day - first_day) as f64 * 86_400.0 + (seconds - first_seconds);
         let input_tokens = ctx.trim().parse().map_err(|_| bad("bad ContextTokens"))?;
         let output_tokens = gen.trim().parse().map_err(|_| bad("bad GeneratedTokens"))?;
         out.push(TraceRequest {
-            at: Duration::from_secs_f64((seconds - start).max(0.0)),
+            at: Duration::from_secs_f64(since_start.max(0.0)),
             input_tokens,
             output_tokens,
         });
@@ -196,18 +203,62 @@ impl TraceFormat {
 }
 
 /// Seconds since midnight of `YYYY-MM-DD HH:MM:SS.fffffff` (the trace spans one day).
-fn seconds_of_day(ts: &str) -> Option<f64> {
-    let time = ts.trim().split(' ').nth(1)?;
+/// `YYYY-MM-DD hh:mm:ss.fffffff` as (days since 1970-01-01, seconds into that day).
+fn day_and_seconds(ts: &str) -> Option<(i64, f64)> {
+    let mut halves = ts.trim().split(' ');
+    let (date, time) = (halves.next()?, halves.next()?);
+    let mut ymd = date.split('-');
+    let y: i64 = ymd.next()?.parse().ok()?;
+    let mo: i64 = ymd.next()?.parse().ok()?;
+    let d: i64 = ymd.next()?.parse().ok()?;
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || ymd.next().is_some() {
+        return None;
+    }
     let mut parts = time.split(':');
     let h: f64 = parts.next()?.parse().ok()?;
     let m: f64 = parts.next()?.parse().ok()?;
     let s: f64 = parts.next()?.parse().ok()?;
-    Some(h * 3600.0 + m * 60.0 + s)
+    Some((days_from_civil(y, mo, d), h * 3600.0 + m * 60.0 + s))
+}
+
+/// Days from 1970-01-01 to the proleptic Gregorian date `y-m-d` (Howard Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn an_azure_trace_across_midnight_keeps_its_order_and_gaps() {
+        let dir = std::env::temp_dir().join(format!("azure-midnight-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.csv");
+        std::fs::write(
+            &path,
+            "TIMESTAMP,ContextTokens,GeneratedTokens\n\
+             2023-12-31 23:59:59.5000000,10,2\n\
+             2024-01-01 00:00:00.2500000,11,3\n\
+             2024-03-01 00:00:00.0000000,12,4\n",
+        )
+        .unwrap();
+        let trace = read_azure_csv(&path).unwrap();
+        let at: Vec<f64> = trace.iter().map(|r| r.at.as_secs_f64()).collect();
+        assert!((at[1] - 0.75).abs() < 1e-6, "{at:?}");
+        // 2024 is a leap year: Jan 31 + Feb 29 days after New Year's Day, less half a second.
+        assert!((at[2] - (60.0 * 86_400.0 + 0.5)).abs() < 1e-6, "{at:?}");
+        assert_eq!(days_from_civil(1970, 1, 1), 0);
+        assert_eq!(days_from_civil(2000, 3, 1), 11_017);
+        assert!(day_and_seconds("2023-13-01 00:00:00").is_none());
+        std::fs::remove_dir_all(dir).ok();
+    }
 
     #[test]
     fn the_azure_trace_reads_whole() {

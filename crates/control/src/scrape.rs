@@ -257,13 +257,20 @@ async fn scrape_loop(
     };
     let mut logged_missing: HashSet<&'static str> = HashSet::new();
     let mut failing = false;
+    // The server's context window, from `/v1/models`: read once it answers, again after it
+    // recovers from a failure (a restarted server may have new settings), and retried at most
+    // once a minute while it does not say (TGI and SGLang do not: their requests go anywhere).
+    let mut context: Option<u32> = None;
+    let mut context_due = tokio::time::Instant::now();
     if !at_once {
         // Spread the first scrapes over one interval.
         tokio::time::sleep(interval.mul_f64(rng.next_f64())).await;
     }
     loop {
         let result =
-            match tokio::time::timeout(ctx.settings.timeout, fetch(&ctx, &ep.address)).await {
+            match tokio::time::timeout(ctx.settings.timeout, fetch(&ctx, &ep.address, "/metrics"))
+                .await
+            {
                 Ok(Ok(body)) => {
                     read_metrics(ep.engine, &body, ctx.clock.now()).map_err(|e| e.to_string())
                 }
@@ -271,11 +278,26 @@ async fn scrape_loop(
                 Err(_) => Err(format!("no answer within {:?}", ctx.settings.timeout)),
             };
         match result {
-            Ok(scrape) => {
+            Ok(mut scrape) => {
                 if failing {
                     tracing::info!(pool = %ep.pool, endpoint = %ep.address, "metrics scrape recovered");
                     failing = false;
+                    context = None;
+                    context_due = tokio::time::Instant::now();
                 }
+                if context.is_none() && tokio::time::Instant::now() >= context_due {
+                    context_due = tokio::time::Instant::now() + CONTEXT_RETRY;
+                    context = match tokio::time::timeout(
+                        ctx.settings.timeout,
+                        fetch(&ctx, &ep.address, "/v1/models"),
+                    )
+                    .await
+                    {
+                        Ok(Ok(body)) => max_model_len(&body),
+                        _ => None,
+                    };
+                }
+                scrape.metrics.max_model_len = context;
                 for family in scrape.missing {
                     if logged_missing.insert(family) {
                         tracing::info!(pool = %ep.pool, endpoint = %ep.address, family, "metric family missing; the signal it carries is unknown for this endpoint");
@@ -297,8 +319,32 @@ async fn scrape_loop(
     }
 }
 
-async fn fetch(ctx: &ScrapeContext, address: &str) -> Result<Bytes, String> {
-    let uri: Uri = format!("http://{address}/metrics")
+/// How long an endpoint whose `/v1/models` did not say its context window waits before it is
+/// asked again.
+const CONTEXT_RETRY: Duration = Duration::from_secs(60);
+
+/// The largest `max_model_len` of a `/v1/models` answer (vLLM lists it on the base model and
+/// each adapter alike); `None` when no entry has one.
+fn max_model_len(body: &[u8]) -> Option<u32> {
+    #[derive(serde::Deserialize)]
+    struct Models {
+        data: Vec<Model>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Model {
+        max_model_len: Option<u64>,
+    }
+    let models: Models = serde_json::from_slice(body).ok()?;
+    models
+        .data
+        .iter()
+        .filter_map(|m| m.max_model_len)
+        .max()
+        .and_then(|n| u32::try_from(n).ok())
+}
+
+async fn fetch(ctx: &ScrapeContext, address: &str, path: &str) -> Result<Bytes, String> {
+    let uri: Uri = format!("http://{address}{path}")
         .parse()
         .map_err(|e| format!("bad address: {e}"))?;
     let req = Request::get(uri)
@@ -317,4 +363,17 @@ async fn fetch(ctx: &ScrapeContext, address: &str) -> Result<Bytes, String> {
         .await
         .map_err(|e| e.to_string())?;
     Ok(body.to_bytes())
+}
+
+#[cfg(test)]
+mod context_tests {
+    use super::max_model_len;
+
+    #[test]
+    fn the_context_window_is_read_from_v1_models() {
+        let vllm = br#"{"object":"list","data":[{"id":"m","max_model_len":8192},{"id":"a","parent":"m","max_model_len":8192}]}"#;
+        assert_eq!(max_model_len(vllm), Some(8_192));
+        assert_eq!(max_model_len(br#"{"data":[{"id":"m"}]}"#), None);
+        assert_eq!(max_model_len(b"not json"), None);
+    }
 }

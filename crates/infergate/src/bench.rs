@@ -17,9 +17,13 @@ pub struct BenchArgs {
     /// Print the six seed rows as the HyperPod table lays them out (Δ vs round-robin).
     #[arg(long)]
     seed_table: bool,
-    /// Policies to compare (default: every one).
+    /// Policies to compare (default: every one). `infergate-without-<part>` is infergate's
+    /// policy with one scorer, filter or `fresh-load` off (see --ablate).
     #[arg(long, value_delimiter = ',')]
     policies: Vec<String>,
+    /// Add every ablation of infergate's policy (one part off at a time) to the policies.
+    #[arg(long)]
+    ablate: bool,
     /// Replay this trace (Azure CSV, Mooncake JSONL with hash_ids, or an infergate capture from
     /// `serve --capture`; told by content) on --fleet, its timestamps time-scaled to --load
     /// (default 0.6) of the fleet's capacity.
@@ -28,10 +32,25 @@ pub struct BenchArgs {
     /// The simulated fleet (a `SimulatedFleet` file, as `infergate sim --fleet`) for --trace.
     #[arg(long, value_name = "FLEET.yaml")]
     fleet: Option<std::path::PathBuf>,
-    /// Offered load as a fraction of fleet capacity, instead of the scenario's own.
+    /// Offered load as a fraction of fleet capacity, instead of the scenario's own: one value
+    /// (`0.8`), a list (`0.5,0.8,1.2`) or a range `FROM:TO:STEP` (`0.3:2.0:0.1`, both ends
+    /// included). Several loads sweep: every policy at every load on the same arrivals per
+    /// load and seed, with a table per scenario and, with --out, P99 TTFT against load.
+    #[arg(long, value_name = "LOAD|LIST|FROM:TO:STEP")]
+    load: Option<String>,
+    /// Instead of fixed loads, find by bisection each policy's capacity at SLO: the highest
+    /// load at which the median seed keeps P99 TTFT (counting unanswered requests as misses)
+    /// within --slo-ttft-p99 and, if given, P99 TPOT within --slo-tpot-p99.
     #[arg(long)]
-    load: Option<f64>,
-    /// Seeds per scenario (the median is reported).
+    capacity: bool,
+    /// The TTFT objective of --capacity and of goodput (`500ms`, `2s`; default 2s).
+    #[arg(long, value_name = "DURATION")]
+    slo_ttft_p99: Option<String>,
+    /// The TPOT objective of --capacity and of goodput (default 100ms for goodput, none for
+    /// --capacity unless given).
+    #[arg(long, value_name = "DURATION")]
+    slo_tpot_p99: Option<String>,
+    /// Seeds per scenario (the median is reported; an odd count, so the median is a run).
     #[arg(long, default_value_t = 3)]
     seeds: u64,
     /// Seconds of arrivals per run (default: 120 virtual, 20 live).
@@ -98,11 +117,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             if args.scenario.is_some() || args.seed_table {
                 bail!("--trace/--fleet make their own scenario: drop --scenario/--seed-table");
             }
-            vec![infergate_bench::custom::from_files(
-                trace,
-                fleet,
-                args.load.unwrap_or(0.6),
-            )?]
+            vec![infergate_bench::custom::from_files(trace, fleet, 0.6)?]
         }
         (_, true) => scenario::seed_rows(),
         (Some("all"), false) => scenario::all(),
@@ -112,19 +127,53 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         })?],
         (None, false) => bail!("say --scenario NAME|all, --seed-table or --picker"),
     };
-    let policies: Vec<&str> = if args.policies.is_empty() {
+    let ablations = if args.ablate {
+        infergate_bench::ablation::names()
+    } else {
+        Vec::new()
+    };
+    let mut policies: Vec<&str> = if args.policies.is_empty() {
         args.mode.default_policies()
     } else {
         args.policies.iter().map(String::as_str).collect()
     };
-    if let Some(load) = args.load {
-        if !(load.is_finite() && load > 0.0) {
-            bail!("--load must be a positive fraction of capacity, got {load}");
-        }
-        scenarios.iter_mut().for_each(|s| s.load = load);
+    policies.extend(ablations.iter().map(String::as_str));
+    let loads = match &args.load {
+        Some(text) => crate::bench_sweep::parse_loads(text)?,
+        None => Vec::new(),
+    };
+    if let [load] = loads.as_slice() {
+        scenarios.iter_mut().for_each(|s| s.load = *load);
     }
     let seeds: Vec<u64> = (1..=args.seeds.max(1)).collect();
     let duration = Duration::from_secs(args.duration.unwrap_or(args.mode.default_duration()));
+    let slo = slo_of(&args)?;
+    let virtual_only = |what: &str| -> anyhow::Result<()> {
+        if args.mode == crate::bench_live::Mode::Live {
+            bail!("{what} runs in virtual time: drop --mode live");
+        }
+        if args.seed_table && what != "--capacity" {
+            bail!("{what} does not combine with --seed-table");
+        }
+        Ok(())
+    };
+    if args.capacity {
+        virtual_only("--capacity")?;
+        if !loads.is_empty() {
+            bail!("--capacity searches the load itself: drop --load");
+        }
+        if args.seed_table {
+            print!(
+                "{}",
+                seed_table_of(&scenarios, &policies, &seeds, duration, &args)?
+            );
+        }
+        return capacity(&scenarios, &policies, &seeds, duration, slo, &args);
+    }
+    if loads.len() > 1 {
+        virtual_only("a load sweep")?;
+        return sweep(&scenarios, &loads, &policies, &seeds, duration, slo, &args);
+    }
     let live = (args.mode == crate::bench_live::Mode::Live)
         .then(crate::bench_live::Live::new)
         .transpose()?;
@@ -137,7 +186,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 Some(live) => live.run_scenario(s, &policies, &seeds, duration)?,
                 None => run_scenario_with_progress(
                     s,
-                    &policies,
+                    &infergate_bench::suite::policies_for(s, &policies),
                     &seeds,
                     duration,
                     gateways,
@@ -165,6 +214,184 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             bail!("--json needs a FILE (except with --picker)")
         };
         let body = serde_json::to_string_pretty(&reports)?;
+        std::fs::write(path, body).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// The SLO from the flags; without --slo-tpot-p99, --capacity judges TTFT alone and goodput
+/// keeps its default TPOT.
+fn slo_of(args: &BenchArgs) -> anyhow::Result<infergate_bench::report::Slo> {
+    let mut slo = infergate_bench::report::Slo::default();
+    if let Some(t) = &args.slo_ttft_p99 {
+        slo.ttft = crate::bench_sweep::parse_duration(t).context("--slo-ttft-p99")?;
+    }
+    match &args.slo_tpot_p99 {
+        Some(t) => {
+            slo.tpot = Some(crate::bench_sweep::parse_duration(t).context("--slo-tpot-p99")?)
+        }
+        None if args.capacity => slo.tpot = None,
+        None => {}
+    }
+    Ok(slo)
+}
+
+/// The seed table at each scenario's own load (the part of --seed-table --capacity that is
+/// not the capacity search).
+fn seed_table_of(
+    scenarios: &[Scenario],
+    policies: &[&str],
+    seeds: &[u64],
+    duration: Duration,
+    args: &BenchArgs,
+) -> anyhow::Result<String> {
+    let mut reports = Vec::new();
+    for s in scenarios {
+        let policies = infergate_bench::suite::policies_for(s, policies);
+        reports.push(run_scenario_with_progress(
+            s,
+            &policies,
+            seeds,
+            duration,
+            args.gateway_replicas[0],
+            &mut |p| progress_line(s.id, p),
+        )?);
+        progress_done();
+    }
+    Ok(seed_table(scenarios, &reports, policies))
+}
+
+/// `--capacity`: per scenario, every policy's capacity at SLO.
+fn capacity(
+    scenarios: &[Scenario],
+    policies: &[&str],
+    seeds: &[u64],
+    duration: Duration,
+    slo: infergate_bench::report::Slo,
+    args: &BenchArgs,
+) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let mut md = String::new();
+    let mut all = Vec::new();
+    for s in scenarios {
+        let t = Instant::now();
+        let policies = infergate_bench::suite::policies_for(s, policies);
+        let plan = infergate_bench::suite::Plan {
+            policies: &policies,
+            seeds,
+            duration,
+            gateway_replicas: args.gateway_replicas[0],
+            slo,
+        };
+        let (offered, results) = infergate_bench::suite::capacity_at_slo(
+            s,
+            &plan,
+            infergate_bench::suite::Search::default(),
+            &mut |p| progress_line(s.id, p),
+        )?;
+        progress_done();
+        eprintln!("{}: {:.1} s", s.id, t.elapsed().as_secs_f64());
+        let table = crate::bench_sweep::capacity_markdown(s.id, &offered, &slo, &results);
+        print!("{table}");
+        md.push_str(&table);
+        all.push(serde_json::json!({
+            "scenario": s.id,
+            "capacity_rps": offered.capacity_rps,
+            "slo": slo,
+            "seeds": seeds,
+            "duration_s": duration.as_secs_f64(),
+            "results": results,
+        }));
+    }
+    eprintln!("all done in {:.1} s", started.elapsed().as_secs_f64());
+    write_outputs(
+        args,
+        "capacity.md",
+        &md,
+        &serde_json::Value::Array(all),
+        &[],
+    )
+}
+
+/// A load sweep: per scenario, every policy at every load.
+fn sweep(
+    scenarios: &[Scenario],
+    loads: &[f64],
+    policies: &[&str],
+    seeds: &[u64],
+    duration: Duration,
+    slo: infergate_bench::report::Slo,
+    args: &BenchArgs,
+) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let mut md = String::new();
+    let mut all = Vec::new();
+    let mut plots = Vec::new();
+    for s in scenarios {
+        let t = Instant::now();
+        let policies = infergate_bench::suite::policies_for(s, policies);
+        let plan = infergate_bench::suite::Plan {
+            policies: &policies,
+            seeds,
+            duration,
+            gateway_replicas: args.gateway_replicas[0],
+            slo,
+        };
+        let reports =
+            infergate_bench::suite::run_sweep(s, loads, &plan, &mut |p| progress_line(s.id, p))?;
+        progress_done();
+        eprintln!("{}: {:.1} s", s.id, t.elapsed().as_secs_f64());
+        let table = crate::bench_sweep::sweep_markdown(&reports);
+        print!("{table}");
+        let plot = format!("{}-p99-ttft-vs-load.svg", s.id);
+        md.push_str(&table);
+        let _ = std::fmt::Write::write_fmt(
+            &mut md,
+            format_args!(
+                "
+![P99 TTFT against load, {}]({plot})
+",
+                s.id
+            ),
+        );
+        plots.push((plot, crate::bench_sweep::p99_vs_load_svg(&reports)));
+        all.extend(reports);
+    }
+    eprintln!("all done in {:.1} s", started.elapsed().as_secs_f64());
+    write_outputs(args, "sweep.md", &md, &serde_json::to_value(&all)?, &plots)
+}
+
+/// Writes --out (the Markdown as `name`, `results.json`, the plots) and --json.
+fn write_outputs(
+    args: &BenchArgs,
+    name: &str,
+    md: &str,
+    json: &serde_json::Value,
+    plots: &[(String, String)],
+) -> anyhow::Result<()> {
+    let body = serde_json::to_string_pretty(json)?;
+    if let Some(dir) = &args.out {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let command: Vec<String> = std::env::args().skip(1).collect();
+        let md = format!(
+            "# infergate bench report\n\nProduced by `infergate {}`.\n{md}",
+            command.join(" ")
+        );
+        let mut files = vec![
+            (name.to_owned(), md),
+            ("results.json".to_owned(), body.clone()),
+        ];
+        files.extend(plots.iter().cloned());
+        for (file, text) in files {
+            let path = dir.join(&file);
+            std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        }
+        eprintln!("report written to {}", dir.display());
+    }
+    if let Some(json) = &args.json {
+        let Some(path) = json else {
+            bail!("--json needs a FILE (except with --picker)")
+        };
         std::fs::write(path, body).with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())

@@ -4,6 +4,7 @@
 mod bench;
 mod bench_live;
 mod bench_out;
+mod bench_sweep;
 mod bench_tables;
 mod busy_poll;
 mod check;

@@ -42,10 +42,43 @@ pub(crate) fn least_request(cands: &Candidates, rng: &mut SplitMix64, key: &mut 
     winner
 }
 
-/// `sglang-cache-aware`, as `shared/reference/benchmarks.md` defines it.
+/// `k8s-service`: the next connection in turn; its pod if it is still a candidate, else the
+/// connection is (re)opened to a candidate chosen at random. `pins` holds each connection's
+/// pod as a candidate's endpoint id; `id_of` names candidate `i`.
+pub(crate) fn k8s_service(
+    cands: &Candidates,
+    connections: u32,
+    pins: &mut Vec<Option<u64>>,
+    id_of: &dyn Fn(usize) -> Option<u64>,
+    rotation: &mut u64,
+    rng: &mut SplitMix64,
+    key: &mut Vec<f64>,
+) -> usize {
+    uniform_key(cands, key);
+    let n = cands.len();
+    if n <= 1 {
+        return 0;
+    }
+    let count = connections.max(1) as usize;
+    pins.resize(count, None);
+    let c = (*rotation % count as u64) as usize;
+    *rotation = rotation.wrapping_add(1);
+    if let Some(i) = pins[c].and_then(|id| (0..n).find(|&i| id_of(i) == Some(id))) {
+        return i;
+    }
+    let i = rng.below(n);
+    pins[c] = id_of(i);
+    i
+}
+
+/// `sglang-cache-aware`, as sglang-router's `cache_aware` policy ships: least in-flight when
+/// the load is imbalanced; else the longest prefix match when its share of the prompt is over
+/// the cache threshold; else the endpoint whose tree (`tree_blocks`, one entry per candidate)
+/// is smallest, which spreads new prefixes over the fleet's caches.
 pub(crate) fn sglang_cache_aware(
     cands: &Candidates,
     total_blocks: usize,
+    tree_blocks: &[usize],
     params: &SglangParams,
     key: &mut Vec<f64>,
 ) -> usize {
@@ -81,7 +114,13 @@ pub(crate) fn sglang_cache_aware(
     if f64::from(matched) / total_blocks as f64 > params.cache_threshold {
         best
     } else {
-        least_loaded
+        let mut smallest = 0;
+        for (i, &size) in tree_blocks.iter().enumerate() {
+            if tree_blocks.get(smallest).is_some_and(|&s| size < s) {
+                smallest = i;
+            }
+        }
+        smallest
     }
 }
 

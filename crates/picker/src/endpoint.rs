@@ -114,6 +114,9 @@ pub struct ScrapedMetrics {
     pub prefix_cache_hits: Option<u64>,
     /// Prefix-cache hit rate in `0..=1`, where the engine reports a rate instead of counters.
     pub prefix_cache_hit_rate: Option<f64>,
+    /// The longest context (prompt + generated tokens) the server accepts (vLLM
+    /// `max_model_len`, from `/v1/models`); `None`: unknown, which takes any request.
+    pub max_model_len: Option<u32>,
 }
 
 impl ScrapedMetrics {

@@ -112,6 +112,8 @@ struct Scratch {
     fallbacks: Vec<usize>,
     ranked: Vec<select::Ranked>,
     positions: Vec<usize>,
+    /// `sglang-cache-aware`: each candidate's index size, in blocks.
+    tree_blocks: Vec<usize>,
 }
 
 /// The endpoint picker for one pool.
@@ -131,6 +133,8 @@ pub struct Picker {
     latency: LatencyModel,
     cold: ColdLru,
     sessions: SessionTable,
+    /// `k8s-service`: the endpoint each keep-alive connection is pinned to.
+    pins: Vec<Option<u64>>,
     scratch: Scratch,
 }
 
@@ -155,6 +159,7 @@ impl Picker {
             latency,
             cold: ColdLru::default(),
             sessions: SessionTable::new(SESSION_CAPACITY),
+            pins: Vec::new(),
             scratch: Scratch::default(),
         }
     }
@@ -176,6 +181,7 @@ impl Picker {
             return Err(PickError::EmptyPool);
         }
         self.gather(pool, req)?;
+        Self::fit_context(pool, req, &mut self.scratch.cands);
         let Self {
             policy,
             rng,
@@ -186,6 +192,7 @@ impl Picker {
             sessions,
             scratch,
             pos_of_slot,
+            pins,
             ..
         } = self;
         let cands = &mut scratch.cands;
@@ -237,8 +244,21 @@ impl Picker {
             Policy::RoundRobin => baseline::round_robin(cands, rotation, key),
             Policy::Random => baseline::random(cands, rng, key),
             Policy::LeastRequest => baseline::least_request(cands, rng, key),
+            Policy::K8sService { connections } => {
+                let id_of = |i: usize| {
+                    cands
+                        .pos
+                        .get(i)
+                        .and_then(|&pos| pool.spec(pos as usize))
+                        .map(|s| s.id.0)
+                };
+                baseline::k8s_service(cands, *connections, pins, &id_of, rotation, rng, key)
+            }
             Policy::SglangCacheAware(p) => {
-                baseline::sglang_cache_aware(cands, hashes.len(), p, key)
+                let trees = &mut scratch.tree_blocks;
+                trees.clear();
+                trees.extend(cands.slot.iter().map(|&slot| index.stats(slot).entries));
+                baseline::sglang_cache_aware(cands, hashes.len(), trees, p, key)
             }
             Policy::DynamoKv => baseline::dynamo_kv(
                 cands,
@@ -293,6 +313,29 @@ impl Picker {
             fallbacks: scratch.fallbacks.iter().filter_map(|&i| id_at(i)).collect(),
             metrics_fail_open: fail_open,
         })
+    }
+
+    /// Keeps only the candidates whose context window holds the request. When none does, it
+    /// keeps those with the largest window: the request's length is an estimate, so the model
+    /// server, not the gateway, gives the verdict (and its 400 reaches the client).
+    fn fit_context(pool: &Pool, req: &RequestFeatures, cands: &mut Candidates) {
+        let needed = req.context_tokens.max(req.prompt_tokens);
+        let limit = |pos: u32| {
+            pool.metrics_at(pos as usize)
+                .and_then(|m| m.max_model_len)
+                .map_or(u64::MAX, u64::from)
+        };
+        if cands.pos.iter().all(|&pos| limit(pos) >= needed) {
+            return;
+        }
+        let largest = cands.pos.iter().map(|&p| limit(p)).max().unwrap_or(0);
+        let fits: Vec<bool> = cands
+            .pos
+            .iter()
+            .map(|&pos| limit(pos) >= needed.min(largest))
+            .collect();
+        cands.keep.narrow(|| fits.iter().copied());
+        cands.compact();
     }
 
     /// Records that `req` was sent to `endpoint` (the primary, or the fallback actually used):

@@ -28,6 +28,11 @@ impl Default for SglangParams {
     }
 }
 
+/// Keep-alive connections of `k8s-service`: a client pool of this many connections (32 is
+/// within the defaults of common HTTP client pools, and several per pod on the benchmark's
+/// fleets, so the imbalance measured is the Service's, not a starved pool's).
+pub const K8S_SERVICE_CONNECTIONS: u32 = 32;
+
 /// A picking policy.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Policy {
@@ -39,8 +44,17 @@ pub enum Policy {
     /// LEAST_REQUEST).
     LeastRequest,
     /// `sglang-cache-aware`: least in-flight when imbalanced, else the longest prefix match when
-    /// its ratio is over the threshold, else least in-flight.
+    /// its ratio (over the whole prompt) is over the threshold, else the endpoint whose tree
+    /// holds the least — sglang-router's `cache_aware` as it ships.
     SglangCacheAware(SglangParams),
+    /// `k8s-service`: what a Kubernetes Service does to keep-alive traffic. kube-proxy balances
+    /// connections, not requests: each of the client's `connections` is pinned to a pod chosen
+    /// at random when it opens, and requests take the connections in turn. A connection whose
+    /// pod left is reopened to a random pod.
+    K8sService {
+        /// Keep-alive connections the clients hold to the Service.
+        connections: u32,
+    },
     /// `dynamo-kv`: lowest `new prefill blocks + active decode blocks`, ties at random.
     DynamoKv,
     /// A weighted profile: `gie-default`, `infergate`, or one built from configuration.
@@ -49,8 +63,9 @@ pub enum Policy {
 
 impl Policy {
     /// Every named policy.
-    pub const NAMES: [&'static str; 7] = [
+    pub const NAMES: [&'static str; 8] = [
         "round-robin",
+        "k8s-service",
         "random",
         "least-request",
         "gie-default",
@@ -63,6 +78,9 @@ impl Policy {
     pub fn named(name: &str) -> Result<Self, ConfigError> {
         Ok(match name {
             "round-robin" => Policy::RoundRobin,
+            "k8s-service" => Policy::K8sService {
+                connections: K8S_SERVICE_CONNECTIONS,
+            },
             "random" => Policy::Random,
             "least-request" => Policy::LeastRequest,
             "gie-default" => Policy::Weighted(Profile::gie_default()),
@@ -82,6 +100,7 @@ impl Policy {
     pub fn name(&self) -> &str {
         match self {
             Policy::RoundRobin => "round-robin",
+            Policy::K8sService { .. } => "k8s-service",
             Policy::Random => "random",
             Policy::LeastRequest => "least-request",
             Policy::SglangCacheAware(_) => "sglang-cache-aware",
@@ -90,10 +109,15 @@ impl Policy {
         }
     }
 
-    /// Prefix index parameters (the defaults for the fixed policies).
+    /// Prefix index parameters (the defaults for the fixed policies; sglang-router matches the
+    /// whole prompt, not its first 256 blocks).
     pub fn prefix_params(&self) -> PrefixParams {
         match self {
             Policy::Weighted(p) => p.prefix,
+            Policy::SglangCacheAware(_) => PrefixParams {
+                max_prefix_blocks: usize::MAX,
+                ..PrefixParams::default()
+            },
             _ => PrefixParams::default(),
         }
     }

@@ -100,11 +100,15 @@ impl Profile {
     ///   min-max queue score turns a one-request difference into the whole `[0, 1]` range, which
     ///   herds bursts (`infergate tune` dropped it on bursty-70b; across every benchmark scenario
     ///   that lowered P99 TTFT in eight of ten, by up to 47 %);
-    /// - KV headroom (2) and a filter at 97 % KV use, to keep requests off pods about to preempt;
+    /// - KV headroom (2), to keep requests off pods about to preempt — a score, not a filter: a
+    ///   busy vLLM pod sits near full KV because it admits until the cache is full, and a
+    ///   filter at 97 % dropped every busy fast pod of a mixed fleet from 80 % load up, piling
+    ///   requests onto the slow ones (P99 TTFT 33 s against 3.8 s without it on
+    ///   trace-azure-conv at 0.8; `docs/benchmarks.md`, "The losses, ablated");
     /// - LoRA residency (2), neutral for base-model requests;
     /// - stale exclusion, and rotated ties.
     pub fn infergate() -> Self {
-        let mut p = Self::with_scorers(
+        Self::with_scorers(
             "infergate",
             vec![
                 weighted(Scorer::KvCache, 2.0),
@@ -113,12 +117,7 @@ impl Profile {
                 weighted(Scorer::KvHeadroom { soft_limit: 0.85 }, 2.0),
                 weighted(Scorer::LoraAffinity, 2.0),
             ],
-        );
-        p.filters.push(Filter::Saturation {
-            max_waiting: None,
-            max_kv: Some(0.97),
-        });
-        p
+        )
     }
 
     /// Whether any scorer reads the prefix match.

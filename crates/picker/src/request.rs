@@ -11,6 +11,10 @@ pub struct RequestFeatures {
     pub prompt_block_hashes: Vec<u64>,
     /// Estimated prompt length in tokens.
     pub prompt_tokens: u64,
+    /// Context the request needs on a server: its prompt plus the most tokens it may generate
+    /// (`max_tokens`); 0 counts as `prompt_tokens`. Endpoints whose `max_model_len` is smaller
+    /// are not candidates.
+    pub context_tokens: u64,
     /// Priority band value; negative means sheddable.
     pub priority: i32,
     /// Tenant (fairness id), when known.

@@ -40,6 +40,8 @@ pub struct Seen<'a> {
     pub band: Band,
     /// Its tenant, when it names one.
     pub tenant: Option<String>,
+    /// The most tokens it may generate (`max_completion_tokens` or `max_tokens`), if it says.
+    pub max_tokens: Option<u64>,
 }
 
 /// The request's features for the picker.
@@ -51,12 +53,15 @@ pub fn features(seen: Seen<'_>) -> RequestFeatures {
         prefix,
         band,
         tenant,
+        max_tokens,
     } = seen;
+    let prompt_tokens = (prompt.len() as u64).div_ceil(BYTES_PER_TOKEN);
     RequestFeatures {
         model: model.to_owned(),
         target_adapter: adapter.map(str::to_owned),
         prompt_block_hashes: prompt_hashes(model, prompt, prefix),
-        prompt_tokens: (prompt.len() as u64).div_ceil(BYTES_PER_TOKEN),
+        prompt_tokens,
+        context_tokens: prompt_tokens.saturating_add(max_tokens.unwrap_or(0)),
         priority: crate::identity::priority(band),
         tenant,
         session: None,
@@ -79,8 +84,10 @@ mod tests {
             prefix: &PrefixParams::default(),
             band: Band::Critical,
             tenant: None,
+            max_tokens: Some(100),
         });
         assert_eq!(f.prompt_tokens, 33);
+        assert_eq!(f.context_tokens, 133, "prompt plus what it may generate");
         assert_eq!(f.prompt_block_hashes.len(), 2);
         assert_eq!(f.priority, 1);
         assert_eq!(f.target_adapter.as_deref(), Some("a"));
@@ -101,6 +108,7 @@ mod tests {
                 prefix: &params,
                 band: Band::Standard,
                 tenant: None,
+                max_tokens: None,
             });
             assert_eq!(
                 f.prompt_block_hashes,

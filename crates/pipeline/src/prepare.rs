@@ -105,6 +105,7 @@ pub fn prepare(
         prefix: &pool.policy().prefix_params(),
         band: identity.band,
         tenant: identity.tenant,
+        max_tokens: parsed.max_tokens,
     });
     features.buffered_response = !parsed.stream;
 

@@ -39,7 +39,8 @@ pub struct SchedulerSpec {
     #[serde(default)]
     pub picker_config_file: Option<String>,
     /// A named picker policy (an infergate addition): `infergate`, `gie-default`,
-    /// `round-robin`, `random`, `least-request`, `sglang-cache-aware` or `dynamo-kv`, as
+    /// `round-robin`, `k8s-service`, `random`, `least-request`, `sglang-cache-aware` or
+    /// `dynamo-kv`, as
     /// `infergate bench` compares them. Exclusive with `weights`, `configMapRef` and
     /// `pickerConfigFile`; the name is checked where policies are built.
     #[serde(default)]

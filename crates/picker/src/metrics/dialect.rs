@@ -241,6 +241,8 @@ pub fn read_metrics_with(
         prefix_cache_queries: first(&queries, Acc::count),
         prefix_cache_hits: first(&hits, Acc::count),
         prefix_cache_hit_rate: hit_rate.mean_fraction(),
+        // Not a metric: the scraper reads it from `/v1/models`.
+        max_model_len: None,
     };
     let mut missing = Vec::new();
     if !waiting.family_present {
