@@ -134,3 +134,51 @@ fn a_small_scenario_run_live_agrees_with_its_virtual_run() {
         started.elapsed().as_secs_f64()
     );
 }
+
+/// The upstream endpoint picker (GIE's EPP, the one the llm-d router builds on) as a live peer:
+/// started on its own default config against pods of a real API server, behind a real Envoy,
+/// it answers every request and sends work to both replicas. Printed beside the virtual
+/// `gie-default` of the same arrivals, the model of it the virtual runner uses.
+#[test]
+#[ignore = "builds the EPP with Go on first use (tests/peers/gie-epp/build, minutes); \
+            run with --ignored"]
+fn the_upstream_epp_behind_envoy_answers_every_request_on_pods_it_discovers() {
+    let scenario = scenario();
+    let requests = requests();
+    let virt = run(
+        &scenario,
+        "gie-default",
+        &requests,
+        &RunOptions {
+            duration: Duration::from_secs(20),
+            seed: SEED,
+            ..RunOptions::default()
+        },
+    )
+    .unwrap();
+    let virt = summarize("gie-default", &virt);
+
+    let mut options = LiveOptions::new(PathBuf::from(env!("CARGO_BIN_EXE_infergate")));
+    options.drain = Duration::from_secs(30);
+    let runner = LiveRunner::new(options).unwrap();
+    let router = Router::parse("gie-epp").unwrap();
+    let live = runner.run(&scenario, &router, &requests, SEED).unwrap();
+    for replica in 0..2 {
+        assert!(
+            live.queue_samples
+                .iter()
+                .any(|q| q.replica == replica && q.running > 0),
+            "replica {replica} never got a request from the EPP"
+        );
+    }
+    let live = summarize("gie-epp", &live);
+    eprintln!(
+        "{}\n{}",
+        row(&virt, "virtual gie-default"),
+        row(&live, "live gie-epp")
+    );
+    assert_eq!(
+        live.errors, 0,
+        "every request through Envoy and the EPP finished"
+    );
+}

@@ -1,4 +1,5 @@
-//! The files a live run writes: the simulated fleet, the gateway's config and Envoy's.
+//! The files a live run writes: the simulated fleet, the gateway's config, Envoy's (round-robin,
+//! or in front of the upstream EPP) and the pods the EPP discovers.
 
 use infergate_bench::scenario::Scenario;
 use infergate_bench::workload::BenchRequest;
@@ -174,6 +175,146 @@ static_resources:
     out
 }
 
+/// Envoy in front of the upstream endpoint picker as the Gateway API Inference Extension's
+/// standalone chart configures its Envoy sidecar (v1.5.0, `config/charts/standalone/values.yaml`):
+/// every request through `ext_proc` (headers sent, bodies `FULL_DUPLEX_STREAMED` both ways,
+/// trailers sent), then to an `ORIGINAL_DST` cluster that connects wherever the EPP's
+/// `x-gateway-destination-endpoint` header says. The EPP speaks TLS with a self-signed
+/// certificate, which the chart's Envoy accepts unverified; so does this one. Left out: the
+/// chart's access logs and its downstream HTTP/2 tuning, which do not change where a request
+/// goes or how fast it streams.
+pub fn epp_envoy_yaml(listen: SocketAddr, admin: SocketAddr, ext_proc: SocketAddr) -> String {
+    format!(
+        r#"admin:
+  address: {{socket_address: {{address: {}, port_value: {}}}}}
+static_resources:
+  listeners:
+  - name: inference
+    address: {{socket_address: {{address: {}, port_value: {}}}}}
+    per_connection_buffer_limit_bytes: 32768
+    filter_chains:
+    - filters:
+      - name: envoy.filters.network.http_connection_manager
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+          stat_prefix: inference
+          codec_type: HTTP1
+          route_config:
+            name: inference
+            virtual_hosts:
+            - name: all
+              domains: ["*"]
+              routes:
+              - match: {{prefix: "/"}}
+                route:
+                  cluster: original_destination_cluster
+                  timeout: 86400s
+                  idle_timeout: 86400s
+          http_filters:
+          - name: envoy.filters.http.ext_proc
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor
+              grpc_service:
+                envoy_grpc: {{cluster_name: ext_proc, authority: localhost:{}}}
+                timeout: 10s
+              processing_mode:
+                request_header_mode: SEND
+                response_header_mode: SEND
+                request_body_mode: FULL_DUPLEX_STREAMED
+                response_body_mode: FULL_DUPLEX_STREAMED
+                request_trailer_mode: SEND
+                response_trailer_mode: SEND
+              message_timeout: 1000s
+          - name: envoy.filters.http.router
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
+              suppress_envoy_headers: true
+  clusters:
+  - name: original_destination_cluster
+    type: ORIGINAL_DST
+    connect_timeout: 1000s
+    lb_policy: CLUSTER_PROVIDED
+    circuit_breakers:
+      thresholds:
+      - {{max_connections: 40000, max_pending_requests: 40000, max_requests: 40000}}
+    original_dst_lb_config:
+      use_http_header: true
+      http_header_name: x-gateway-destination-endpoint
+  - name: ext_proc
+    type: STATIC
+    connect_timeout: 86400s
+    lb_policy: LEAST_REQUEST
+    circuit_breakers:
+      thresholds:
+      - {{max_connections: 40000, max_pending_requests: 40000, max_requests: 40000, max_retries: 1024}}
+    health_checks:
+    - timeout: 2s
+      interval: 10s
+      unhealthy_threshold: 3
+      healthy_threshold: 2
+      reuse_connection: true
+      grpc_health_check: {{service_name: envoy.service.ext_proc.v3.ExternalProcessor}}
+      tls_options: {{alpn_protocols: [h2]}}
+    transport_socket:
+      name: envoy.transport_sockets.tls
+      typed_config:
+        "@type": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext
+        common_tls_context: {{validation_context: {{}}}}
+    typed_extension_protocol_options:
+      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+        explicit_http_config:
+          http2_protocol_options: {{initial_stream_window_size: 65536, initial_connection_window_size: 1048576}}
+    load_assignment:
+      cluster_name: ext_proc
+      endpoints:
+      - lb_endpoints:
+        - endpoint: {{address: {{socket_address: {{address: {}, port_value: {}}}}}}}
+"#,
+        admin.ip(),
+        admin.port(),
+        listen.ip(),
+        listen.port(),
+        ext_proc.port(),
+        ext_proc.ip(),
+        ext_proc.port()
+    )
+}
+
+/// One Pod per replica, named `bench-<index>` and labelled as the gateway's pool selects; the
+/// API server has no kubelet, so their addresses are written afterwards through the status
+/// subresource ([`pod_status_patch`]).
+pub fn pods_yaml(replicas: usize) -> String {
+    let mut out = String::from("apiVersion: v1\nkind: List\nitems:\n");
+    for i in 0..replicas {
+        let _ = writeln!(
+            out,
+            "- apiVersion: v1\n  kind: Pod\n  metadata: {{name: bench-{i}, labels: {{app: {APP_LABEL}}}}}\n  \
+             spec: {{containers: [{{name: server, image: infergate-sim}}]}}"
+        );
+    }
+    out
+}
+
+/// A pod's status as a kubelet would report a ready model server at `ip`.
+pub fn pod_status_patch(ip: std::net::IpAddr) -> String {
+    format!(
+        r#"{{"status":{{"phase":"Running","podIP":"{ip}","podIPs":[{{"ip":"{ip}"}}],"conditions":[{{"type":"Ready","status":"True"}}]}}}}"#
+    )
+}
+
+/// An `InferencePool` (`inference.networking.k8s.io/v1`) named `name` over the replicas' pods:
+/// the pool's selector, their one `target_port`, and the picker that serves it (a Service
+/// `picker` on `picker_port`: nothing resolves it here, Envoy is configured with the picker's
+/// address, but the API requires the reference).
+pub fn inference_pool_yaml(name: &str, target_port: u16, picker: &str, picker_port: u16) -> String {
+    format!(
+        "apiVersion: inference.networking.k8s.io/v1\nkind: InferencePool\nmetadata: {{name: {name}}}\n\
+         spec:\n  selector: {{matchLabels: {{app: {APP_LABEL}}}}}\n  targetPorts: [{{number: {target_port}}}]\n  \
+         endpointPickerRef: {{name: {picker}, port: {{number: {picker_port}}}}}\n"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -282,5 +423,56 @@ mod tests {
         );
         assert!(envoy.contains("port_value: 9000") && envoy.contains("port_value: 9001"));
         assert!(envoy.contains("lb_policy: ROUND_ROBIN"));
+    }
+
+    #[test]
+    fn the_epp_envoy_is_one_envoy_accepts_and_routes_where_the_picker_says() {
+        let at = |p: u16| SocketAddr::from(([127, 0, 0, 1], p));
+        let yaml = epp_envoy_yaml(at(80), at(81), at(82));
+        assert!(yaml.contains("type: ORIGINAL_DST"), "{yaml}");
+        assert!(yaml.contains("http_header_name: x-gateway-destination-endpoint"));
+        assert!(yaml.contains("request_body_mode: FULL_DUPLEX_STREAMED"));
+        assert!(yaml.contains("address: 127.0.0.1, port_value: 82"));
+        // The real Envoy the peer runs checks every field and type URL without starting.
+        let envoy = crate::router::find_envoy().unwrap();
+        let dir = std::env::temp_dir().join(format!("infergate-live-epp-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = dir.join("envoy.yaml");
+        std::fs::write(&config, &yaml).unwrap();
+        let out = std::process::Command::new(envoy)
+            .args(["--mode", "validate", "-c"])
+            .arg(&config)
+            .output()
+            .unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(
+            out.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    #[test]
+    fn every_replica_is_a_pod_the_pool_selects_made_ready_at_its_address() {
+        let yaml = pods_yaml(3);
+        assert_eq!(yaml.matches("kind: Pod").count(), 3);
+        assert!(yaml.contains("metadata: {name: bench-2, labels: {app: bench}}"));
+        let pool = inference_pool_yaml("bench", 8000, "gie-epp", 9002);
+        assert!(
+            pool.contains("selector: {matchLabels: {app: bench}}"),
+            "{pool}"
+        );
+        assert!(pool.contains("targetPorts: [{number: 8000}]"), "{pool}");
+        assert!(
+            pool.contains("endpointPickerRef: {name: gie-epp, port: {number: 9002}}"),
+            "{pool}"
+        );
+        let patch: serde_json::Value =
+            serde_json::from_str(&pod_status_patch("127.0.2.7".parse().unwrap())).unwrap();
+        assert_eq!(patch["status"]["podIP"], "127.0.2.7");
+        assert_eq!(patch["status"]["phase"], "Running");
+        assert_eq!(patch["status"]["conditions"][0]["type"], "Ready");
+        assert_eq!(patch["status"]["conditions"][0]["status"], "True");
     }
 }

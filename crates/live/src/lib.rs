@@ -3,7 +3,7 @@
 //! A run starts the scenario's fleet as real `infergate sim` replicas (one process, one loopback
 //! port per replica, the virtual runner's profiles and seeds), puts the router under test in
 //! front of them as a separate process (`infergate serve` with any picker policy, Envoy
-//! round-robin, sglang-router or vllm-router), replays the workload through it at the requests'
+//! round-robin, sglang-router, vllm-router, or the upstream EPP behind Envoy), replays the workload through it at the requests'
 //! real arrival times with a Rust load generator that streams every answer and timestamps each
 //! token, and tears everything down — on success, on error, on panic and on Ctrl-C or SIGTERM.
 //! What every request saw becomes the virtual runner's `Outcome`, so the same report code
@@ -14,12 +14,14 @@
 //! loadgen  arrivals → streamed /v1/completions → token timestamps → Outcome
 //! monitor  every replica's queue during the run, from its /metrics
 //! router   which router, found where, started how
+//! cluster  a test Kubernetes API whose pods are the replicas, for a router that discovers pods
 //! run      fleet + router + replay + teardown → RunOutcome
 //! suite    a scenario × routers × seeds → ScenarioReport
 //! ```
 
 #![forbid(unsafe_code)]
 
+pub mod cluster;
 pub mod files;
 pub mod loadgen;
 pub mod monitor;

