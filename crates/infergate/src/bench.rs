@@ -261,6 +261,33 @@ fn seed_table_of(
     Ok(seed_table(scenarios, &reports, policies))
 }
 
+/// Runs `each` once per scenario with its plan (the policies that mean something on its fleet),
+/// printing how long each took.
+fn each_scenario(
+    scenarios: &[Scenario],
+    policies: &[&str],
+    seeds: &[u64],
+    duration: Duration,
+    slo: infergate_bench::report::Slo,
+    args: &BenchArgs,
+    each: &mut dyn FnMut(&Scenario, &infergate_bench::suite::Plan<'_>) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    for s in scenarios {
+        let t = Instant::now();
+        let policies = infergate_bench::suite::policies_for(s, policies);
+        let plan = infergate_bench::suite::Plan {
+            policies: &policies,
+            seeds,
+            duration,
+            gateway_replicas: args.gateway_replicas[0],
+            slo,
+        };
+        each(s, &plan)?;
+        eprintln!("{}: {:.1} s", s.id, t.elapsed().as_secs_f64());
+    }
+    Ok(())
+}
+
 /// `--capacity`: per scenario, every policy's capacity at SLO.
 fn capacity(
     scenarios: &[Scenario],
@@ -273,36 +300,35 @@ fn capacity(
     let started = Instant::now();
     let mut md = String::new();
     let mut all = Vec::new();
-    for s in scenarios {
-        let t = Instant::now();
-        let policies = infergate_bench::suite::policies_for(s, policies);
-        let plan = infergate_bench::suite::Plan {
-            policies: &policies,
-            seeds,
-            duration,
-            gateway_replicas: args.gateway_replicas[0],
-            slo,
-        };
-        let (offered, results) = infergate_bench::suite::capacity_at_slo(
-            s,
-            &plan,
-            infergate_bench::suite::Search::default(),
-            &mut |p| progress_line(s.id, p),
-        )?;
-        progress_done();
-        eprintln!("{}: {:.1} s", s.id, t.elapsed().as_secs_f64());
-        let table = crate::bench_sweep::capacity_markdown(s.id, &offered, &slo, &results);
-        print!("{table}");
-        md.push_str(&table);
-        all.push(serde_json::json!({
-            "scenario": s.id,
-            "capacity_rps": offered.capacity_rps,
-            "slo": slo,
-            "seeds": seeds,
-            "duration_s": duration.as_secs_f64(),
-            "results": results,
-        }));
-    }
+    each_scenario(
+        scenarios,
+        policies,
+        seeds,
+        duration,
+        slo,
+        args,
+        &mut |s, plan| {
+            let (offered, results) = infergate_bench::suite::capacity_at_slo(
+                s,
+                plan,
+                infergate_bench::suite::Search::default(),
+                &mut |p| progress_line(s.id, p),
+            )?;
+            progress_done();
+            let table = crate::bench_sweep::capacity_markdown(s.id, &offered, &slo, &results);
+            print!("{table}");
+            md.push_str(&table);
+            all.push(serde_json::json!({
+                "scenario": s.id,
+                "capacity_rps": offered.capacity_rps,
+                "slo": slo,
+                "seeds": seeds,
+                "duration_s": duration.as_secs_f64(),
+                "results": results,
+            }));
+            Ok(())
+        },
+    )?;
     eprintln!("all done in {:.1} s", started.elapsed().as_secs_f64());
     write_outputs(
         args,
@@ -327,36 +353,30 @@ fn sweep(
     let mut md = String::new();
     let mut all = Vec::new();
     let mut plots = Vec::new();
-    for s in scenarios {
-        let t = Instant::now();
-        let policies = infergate_bench::suite::policies_for(s, policies);
-        let plan = infergate_bench::suite::Plan {
-            policies: &policies,
-            seeds,
-            duration,
-            gateway_replicas: args.gateway_replicas[0],
-            slo,
-        };
-        let reports =
-            infergate_bench::suite::run_sweep(s, loads, &plan, &mut |p| progress_line(s.id, p))?;
-        progress_done();
-        eprintln!("{}: {:.1} s", s.id, t.elapsed().as_secs_f64());
-        let table = crate::bench_sweep::sweep_markdown(&reports);
-        print!("{table}");
-        let plot = format!("{}-p99-ttft-vs-load.svg", s.id);
-        md.push_str(&table);
-        let _ = std::fmt::Write::write_fmt(
-            &mut md,
-            format_args!(
-                "
-![P99 TTFT against load, {}]({plot})
-",
-                s.id
-            ),
-        );
-        plots.push((plot, crate::bench_sweep::p99_vs_load_svg(&reports)));
-        all.extend(reports);
-    }
+    each_scenario(
+        scenarios,
+        policies,
+        seeds,
+        duration,
+        slo,
+        args,
+        &mut |s, plan| {
+            let reports =
+                infergate_bench::suite::run_sweep(s, loads, plan, &mut |p| progress_line(s.id, p))?;
+            progress_done();
+            let table = crate::bench_sweep::sweep_markdown(&reports);
+            print!("{table}");
+            let plot = format!("{}-p99-ttft-vs-load.svg", s.id);
+            md.push_str(&table);
+            let _ = std::fmt::Write::write_fmt(
+                &mut md,
+                format_args!("\n![P99 TTFT against load, {}]({plot})\n", s.id),
+            );
+            plots.push((plot, crate::bench_sweep::p99_vs_load_svg(&reports)));
+            all.extend(reports);
+            Ok(())
+        },
+    )?;
     eprintln!("all done in {:.1} s", started.elapsed().as_secs_f64());
     write_outputs(args, "sweep.md", &md, &serde_json::to_value(&all)?, &plots)
 }
