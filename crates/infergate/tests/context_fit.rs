@@ -41,11 +41,12 @@ fn long_prompts_go_only_to_replicas_that_hold_them() {
     );
     std::fs::write(&file, config).unwrap();
     let (_gateway, port, admin) = common::serve_ready(&file, |_| {});
-    // Both endpoints scraped, and their windows read, before the test leans on them.
+    // Both endpoints in the pool, then time for their first scrapes, which read their windows
+    // before they publish (at 50 ms intervals; two seconds leave room on a loaded machine).
     wait_for("both endpoints in the pool", || {
         common::metric(admin, "infergate_pool_endpoints{pool=\"llama\"}") == 2.0
     });
-    std::thread::sleep(Duration::from_millis(500));
+    std::thread::sleep(Duration::from_secs(2));
 
     // Short prompts go anywhere: both replicas take some.
     for _ in 0..20 {
