@@ -81,7 +81,7 @@ pub(crate) fn clairvoyant_choice(replicas: &[Replica], r: &BenchRequest) -> Opti
             .decode_nanos(rep.engine.num_decoding() as u32, 1_000)
             / 1e9;
         let predicted = work as f64 * rep.prefill_secs_per_token + decode;
-        if predicted < best.0 || best.1.is_none() {
+        if predicted < best.0 {
             best = (predicted, Some(i));
         }
     }

@@ -249,16 +249,15 @@ pub fn summarize_with(policy: &str, run: &RunOutcome, slo: &Slo) -> PolicyResult
         .collect();
     // The objective's p99 counts an unanswered request as a miss: it is the p99 over every
     // sent request, the unanswered ones sorted last.
+    // `Percentiles::of` sorts `ttft`, so the rank reads straight from it.
+    let ttft_ms = Percentiles::of(&mut ttft);
     let sent = measured.iter().filter(|r| r.refused.is_none()).count();
     let ttft_p99_all = if sent == 0 {
         f64::NAN
     } else {
         let rank = ((0.99 * sent as f64).ceil() as usize).clamp(1, sent);
-        let mut answered = ttft.clone();
-        answered.sort_by(f64::total_cmp);
-        answered.get(rank - 1).copied().unwrap_or(f64::INFINITY)
+        ttft.get(rank - 1).copied().unwrap_or(f64::INFINITY)
     };
-    let ttft_ms = Percentiles::of(&mut ttft);
     let tpot_ms = Percentiles::of(&mut tpots);
     let slo_met = ttft_p99_all <= ms(slo.ttft)
         && slo

@@ -237,15 +237,14 @@ pub fn run_tuned(
             next_scrape: phase + options.scrape_interval,
         });
     }
-    // Replica ids are their indices, so a restricted pool still names replicas directly.
+    // Replica ids are their indices, so a restricted pool still names replicas directly. Alike
+    // replicas compute the same rate the same way, so the fastest kind's equal the minimum.
     let fastest = replicas
         .iter()
         .map(|r| r.prefill_secs_per_token)
         .fold(f64::INFINITY, f64::min);
     let specs: Vec<EndpointSpec> = (0..replicas.len())
-        .filter(|&i| {
-            !options.fastest_gpu_only || replicas[i].prefill_secs_per_token <= fastest * 1.000_001
-        })
+        .filter(|&i| !options.fastest_gpu_only || replicas[i].prefill_secs_per_token <= fastest)
         .map(|i| EndpointSpec::new(i as u64, format!("10.0.0.{}:8000", i + 1)))
         .collect();
     let gateway_count = options.gateway_replicas.max(1) as usize;

@@ -162,17 +162,30 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         if !loads.is_empty() {
             bail!("--capacity searches the load itself: drop --load");
         }
+        let runs = Runs {
+            scenarios: &scenarios,
+            policies: &policies,
+            seeds: &seeds,
+            duration,
+            slo,
+            gateway_replicas: args.gateway_replicas[0],
+        };
         if args.seed_table {
-            print!(
-                "{}",
-                seed_table_of(&scenarios, &policies, &seeds, duration, &args)?
-            );
+            print!("{}", seed_table_of(&runs)?);
         }
-        return capacity(&scenarios, &policies, &seeds, duration, slo, &args);
+        return capacity(&runs, &args);
     }
     if loads.len() > 1 {
         virtual_only("a load sweep")?;
-        return sweep(&scenarios, &loads, &policies, &seeds, duration, slo, &args);
+        let runs = Runs {
+            scenarios: &scenarios,
+            policies: &policies,
+            seeds: &seeds,
+            duration,
+            slo,
+            gateway_replicas: args.gateway_replicas[0],
+        };
+        return sweep(&runs, &loads, &args);
     }
     let live = (args.mode == crate::bench_live::Mode::Live)
         .then(crate::bench_live::Live::new)
@@ -236,99 +249,80 @@ fn slo_of(args: &BenchArgs) -> anyhow::Result<infergate_bench::report::Slo> {
     Ok(slo)
 }
 
-/// The seed table at each scenario's own load (the part of --seed-table --capacity that is
-/// not the capacity search).
-fn seed_table_of(
-    scenarios: &[Scenario],
-    policies: &[&str],
-    seeds: &[u64],
-    duration: Duration,
-    args: &BenchArgs,
-) -> anyhow::Result<String> {
-    let mut reports = Vec::new();
-    for s in scenarios {
-        let policies = infergate_bench::suite::policies_for(s, policies);
-        reports.push(run_scenario_with_progress(
-            s,
-            &policies,
-            seeds,
-            duration,
-            args.gateway_replicas[0],
-            &mut |p| progress_line(s.id, p),
-        )?);
-        progress_done();
-    }
-    Ok(seed_table(scenarios, &reports, policies))
-}
-
-/// Runs `each` once per scenario with its plan (the policies that mean something on its fleet),
-/// printing how long each took.
-fn each_scenario(
-    scenarios: &[Scenario],
-    policies: &[&str],
-    seeds: &[u64],
+/// What every scenario of one sweep, capacity search or seed table runs with.
+struct Runs<'a> {
+    scenarios: &'a [Scenario],
+    policies: &'a [&'a str],
+    seeds: &'a [u64],
     duration: Duration,
     slo: infergate_bench::report::Slo,
-    args: &BenchArgs,
-    each: &mut dyn FnMut(&Scenario, &infergate_bench::suite::Plan<'_>) -> anyhow::Result<()>,
-) -> anyhow::Result<()> {
-    for s in scenarios {
-        let t = Instant::now();
-        let policies = infergate_bench::suite::policies_for(s, policies);
-        let plan = infergate_bench::suite::Plan {
-            policies: &policies,
-            seeds,
-            duration,
-            gateway_replicas: args.gateway_replicas[0],
-            slo,
-        };
-        each(s, &plan)?;
-        eprintln!("{}: {:.1} s", s.id, t.elapsed().as_secs_f64());
+    gateway_replicas: u32,
+}
+
+impl Runs<'_> {
+    /// Runs `each` once per scenario with its plan (the policies that mean something on its
+    /// fleet), clearing the progress bar after each and printing how long it took.
+    fn each(
+        &self,
+        each: &mut dyn FnMut(&Scenario, &infergate_bench::suite::Plan<'_>) -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
+        for s in self.scenarios {
+            let t = Instant::now();
+            let policies = infergate_bench::suite::policies_for(s, self.policies);
+            let plan = infergate_bench::suite::Plan {
+                policies: &policies,
+                seeds: self.seeds,
+                duration: self.duration,
+                gateway_replicas: self.gateway_replicas,
+                slo: self.slo,
+            };
+            each(s, &plan)?;
+            progress_done();
+            eprintln!("{}: {:.1} s", s.id, t.elapsed().as_secs_f64());
+        }
+        Ok(())
     }
-    Ok(())
+}
+
+/// The seed table at each scenario's own load (the part of --seed-table --capacity that is
+/// not the capacity search).
+fn seed_table_of(runs: &Runs<'_>) -> anyhow::Result<String> {
+    let mut reports = Vec::new();
+    runs.each(&mut |s, plan| {
+        let at_own_load =
+            infergate_bench::suite::run_sweep(s, &[s.load], plan, &mut |p| progress_line(s.id, p))?;
+        reports.extend(at_own_load);
+        Ok(())
+    })?;
+    Ok(seed_table(runs.scenarios, &reports, runs.policies))
 }
 
 /// `--capacity`: per scenario, every policy's capacity at SLO.
-fn capacity(
-    scenarios: &[Scenario],
-    policies: &[&str],
-    seeds: &[u64],
-    duration: Duration,
-    slo: infergate_bench::report::Slo,
-    args: &BenchArgs,
-) -> anyhow::Result<()> {
+fn capacity(runs: &Runs<'_>, args: &BenchArgs) -> anyhow::Result<()> {
     let started = Instant::now();
+    let (slo, seeds, duration) = (runs.slo, runs.seeds, runs.duration);
     let mut md = String::new();
     let mut all = Vec::new();
-    each_scenario(
-        scenarios,
-        policies,
-        seeds,
-        duration,
-        slo,
-        args,
-        &mut |s, plan| {
-            let (offered, results) = infergate_bench::suite::capacity_at_slo(
-                s,
-                plan,
-                infergate_bench::suite::Search::default(),
-                &mut |p| progress_line(s.id, p),
-            )?;
-            progress_done();
-            let table = crate::bench_sweep::capacity_markdown(s.id, &offered, &slo, &results);
-            print!("{table}");
-            md.push_str(&table);
-            all.push(serde_json::json!({
-                "scenario": s.id,
-                "capacity_rps": offered.capacity_rps,
-                "slo": slo,
-                "seeds": seeds,
-                "duration_s": duration.as_secs_f64(),
-                "results": results,
-            }));
-            Ok(())
-        },
-    )?;
+    runs.each(&mut |s, plan| {
+        let (offered, results) = infergate_bench::suite::capacity_at_slo(
+            s,
+            plan,
+            infergate_bench::suite::Search::default(),
+            &mut |p| progress_line(s.id, p),
+        )?;
+        let table = crate::bench_sweep::capacity_markdown(s.id, &offered, &slo, &results);
+        print!("{table}");
+        md.push_str(&table);
+        all.push(serde_json::json!({
+            "scenario": s.id,
+            "capacity_rps": offered.capacity_rps,
+            "slo": slo,
+            "seeds": seeds,
+            "duration_s": duration.as_secs_f64(),
+            "results": results,
+        }));
+        Ok(())
+    })?;
     eprintln!("all done in {:.1} s", started.elapsed().as_secs_f64());
     write_outputs(
         args,
@@ -340,43 +334,26 @@ fn capacity(
 }
 
 /// A load sweep: per scenario, every policy at every load.
-fn sweep(
-    scenarios: &[Scenario],
-    loads: &[f64],
-    policies: &[&str],
-    seeds: &[u64],
-    duration: Duration,
-    slo: infergate_bench::report::Slo,
-    args: &BenchArgs,
-) -> anyhow::Result<()> {
+fn sweep(runs: &Runs<'_>, loads: &[f64], args: &BenchArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let mut md = String::new();
     let mut all = Vec::new();
     let mut plots = Vec::new();
-    each_scenario(
-        scenarios,
-        policies,
-        seeds,
-        duration,
-        slo,
-        args,
-        &mut |s, plan| {
-            let reports =
-                infergate_bench::suite::run_sweep(s, loads, plan, &mut |p| progress_line(s.id, p))?;
-            progress_done();
-            let table = crate::bench_sweep::sweep_markdown(&reports);
-            print!("{table}");
-            let plot = format!("{}-p99-ttft-vs-load.svg", s.id);
-            md.push_str(&table);
-            let _ = std::fmt::Write::write_fmt(
-                &mut md,
-                format_args!("\n![P99 TTFT against load, {}]({plot})\n", s.id),
-            );
-            plots.push((plot, crate::bench_sweep::p99_vs_load_svg(&reports)));
-            all.extend(reports);
-            Ok(())
-        },
-    )?;
+    runs.each(&mut |s, plan| {
+        let reports =
+            infergate_bench::suite::run_sweep(s, loads, plan, &mut |p| progress_line(s.id, p))?;
+        let table = crate::bench_sweep::sweep_markdown(&reports);
+        print!("{table}");
+        let plot = format!("{}-p99-ttft-vs-load.svg", s.id);
+        md.push_str(&table);
+        let _ = std::fmt::Write::write_fmt(
+            &mut md,
+            format_args!("\n![P99 TTFT against load, {}]({plot})\n", s.id),
+        );
+        plots.push((plot, crate::bench_sweep::p99_vs_load_svg(&reports)));
+        all.extend(reports);
+        Ok(())
+    })?;
     eprintln!("all done in {:.1} s", started.elapsed().as_secs_f64());
     write_outputs(args, "sweep.md", &md, &serde_json::to_value(&all)?, &plots)
 }

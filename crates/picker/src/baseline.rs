@@ -114,13 +114,12 @@ pub(crate) fn sglang_cache_aware(
     if f64::from(matched) / total_blocks as f64 > params.cache_threshold {
         best
     } else {
-        let mut smallest = 0;
-        for (i, &size) in tree_blocks.iter().enumerate() {
-            if tree_blocks.get(smallest).is_some_and(|&s| size < s) {
-                smallest = i;
-            }
-        }
-        smallest
+        // The first of the smallest, as `min_by_key` keeps the first of equals.
+        tree_blocks
+            .iter()
+            .enumerate()
+            .min_by_key(|&(_, &size)| size)
+            .map_or(0, |(i, _)| i)
     }
 }
 

@@ -239,19 +239,20 @@ impl Picker {
         let block_tokens = policy.prefix_params().block_size_tokens as u64;
         cands.derive(req.prompt_tokens, block_tokens);
         let cands = &scratch.cands;
+        let id_at = |i: usize| {
+            cands
+                .pos
+                .get(i)
+                .and_then(|&pos| pool.spec(pos as usize))
+                .map(|s| s.id)
+        };
         let key = &mut scratch.totals;
         let primary = match &*policy {
             Policy::RoundRobin => baseline::round_robin(cands, rotation, key),
             Policy::Random => baseline::random(cands, rng, key),
             Policy::LeastRequest => baseline::least_request(cands, rng, key),
             Policy::K8sService { connections } => {
-                let id_of = |i: usize| {
-                    cands
-                        .pos
-                        .get(i)
-                        .and_then(|&pos| pool.spec(pos as usize))
-                        .map(|s| s.id.0)
-                };
+                let id_of = |i: usize| id_at(i).map(|id| id.0);
                 baseline::k8s_service(cands, *connections, pins, &id_of, rotation, rng, key)
             }
             Policy::SglangCacheAware(p) => {
@@ -300,13 +301,6 @@ impl Picker {
             &mut scratch.fallbacks,
             &mut scratch.ranked,
         );
-        let id_at = |i: usize| {
-            cands
-                .pos
-                .get(i)
-                .and_then(|&pos| pool.spec(pos as usize))
-                .map(|s| s.id)
-        };
         let primary = id_at(primary).ok_or(PickError::EmptyPool)?;
         Ok(Pick {
             primary,
@@ -329,12 +323,9 @@ impl Picker {
             return;
         }
         let largest = cands.pos.iter().map(|&p| limit(p)).max().unwrap_or(0);
-        let fits: Vec<bool> = cands
-            .pos
-            .iter()
-            .map(|&pos| limit(pos) >= needed.min(largest))
-            .collect();
-        cands.keep.narrow(|| fits.iter().copied());
+        let bar = needed.min(largest);
+        let Candidates { pos, keep, .. } = cands;
+        keep.narrow(|| pos.iter().map(|&p| limit(p) >= bar));
         cands.compact();
     }
 
