@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use infergate_bench::report::{summarize, PolicyResult};
-use infergate_bench::runner::{run, RunOptions};
+use infergate_bench::runner::{run, RunOptions, RunOutcome};
 use infergate_bench::scenario::{Lengths, ReplicaKind, Scenario};
 use infergate_bench::trace::{read_azure_csv, traces_dir};
 use infergate_bench::workload::{Arrivals, BenchRequest, Shape};
@@ -61,6 +61,25 @@ fn row(r: &PolicyResult, mode: &str) -> String {
     )
 }
 
+/// `policy`'s figures on `requests` in virtual time, over the live runs' 20 s.
+fn virtual_run(scenario: &Scenario, policy: &str, requests: &[BenchRequest]) -> PolicyResult {
+    let options = RunOptions {
+        duration: Duration::from_secs(20),
+        seed: SEED,
+        ..RunOptions::default()
+    };
+    summarize(policy, &run(scenario, policy, requests, &options).unwrap())
+}
+
+/// `requests` through `router` (a policy of `infergate serve`, or a peer) in real time.
+fn live_run(scenario: &Scenario, router: &str, requests: &[BenchRequest]) -> RunOutcome {
+    let mut options = LiveOptions::new(PathBuf::from(env!("CARGO_BIN_EXE_infergate")));
+    options.drain = Duration::from_secs(30);
+    let runner = LiveRunner::new(options).unwrap();
+    let router = Router::parse(router).unwrap();
+    runner.run(scenario, &router, requests, SEED).unwrap()
+}
+
 #[test]
 fn a_small_scenario_run_live_agrees_with_its_virtual_run() {
     let started = Instant::now();
@@ -69,24 +88,8 @@ fn a_small_scenario_run_live_agrees_with_its_virtual_run() {
     assert!(requests.len() >= 40, "{} requests", requests.len());
     let policy = "infergate";
 
-    let virt = run(
-        &scenario,
-        policy,
-        &requests,
-        &RunOptions {
-            duration: Duration::from_secs(20),
-            seed: SEED,
-            ..RunOptions::default()
-        },
-    )
-    .unwrap();
-    let virt = summarize(policy, &virt);
-
-    let mut options = LiveOptions::new(PathBuf::from(env!("CARGO_BIN_EXE_infergate")));
-    options.drain = Duration::from_secs(30);
-    let runner = LiveRunner::new(options).unwrap();
-    let router = Router::parse(policy).unwrap();
-    let live = runner.run(&scenario, &router, &requests, SEED).unwrap();
+    let virt = virtual_run(&scenario, policy, &requests);
+    let live = live_run(&scenario, policy, &requests);
     // The fleet was watched while it worked: both replicas' queues, with requests running.
     for replica in 0..2 {
         let seen: Vec<_> = live
@@ -145,24 +148,8 @@ fn a_small_scenario_run_live_agrees_with_its_virtual_run() {
 fn the_upstream_epp_behind_envoy_answers_every_request_on_pods_it_discovers() {
     let scenario = scenario();
     let requests = requests();
-    let virt = run(
-        &scenario,
-        "gie-default",
-        &requests,
-        &RunOptions {
-            duration: Duration::from_secs(20),
-            seed: SEED,
-            ..RunOptions::default()
-        },
-    )
-    .unwrap();
-    let virt = summarize("gie-default", &virt);
-
-    let mut options = LiveOptions::new(PathBuf::from(env!("CARGO_BIN_EXE_infergate")));
-    options.drain = Duration::from_secs(30);
-    let runner = LiveRunner::new(options).unwrap();
-    let router = Router::parse("gie-epp").unwrap();
-    let live = runner.run(&scenario, &router, &requests, SEED).unwrap();
+    let virt = virtual_run(&scenario, "gie-default", &requests);
+    let live = live_run(&scenario, "gie-epp", &requests);
     for replica in 0..2 {
         assert!(
             live.queue_samples
