@@ -196,6 +196,16 @@ impl ApiError {
                      (spec.flowControl queueTtl){retry}"
                 ),
             ),
+            DropReason::Overloaded => Self::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limit_error",
+                "pool_overloaded",
+                format!(
+                    "pool `{pool}` is over capacity: its {band} queue has not emptied for the \
+                     overload interval and this request waited past the overload wait \
+                     (spec.flowControl.overload){retry}"
+                ),
+            ),
         };
         e.retry_after_secs = secs;
         e.dropped_reason = Some(r.reason.as_str());
@@ -427,6 +437,7 @@ mod tests {
             (DropReason::QueueFull, Some(2), 429, "queue_full"),
             (DropReason::Displaced, Some(1), 429, "queue_displaced"),
             (DropReason::TtlExpired, None, 503, "queue_timeout"),
+            (DropReason::Overloaded, Some(3), 429, "pool_overloaded"),
         ];
         for (reason, secs, status, code) in cases {
             let r = Rejection {

@@ -20,6 +20,22 @@ pub struct BandLimits {
     pub queue_ttl: Duration,
 }
 
+/// When a backlog is an overload rather than a burst (`spec.flowControl.overload`), after
+/// CoDel's idea: a queue that drains now and then is absorbing a burst, and waiting in it pays;
+/// a queue that has not been empty for a whole `interval` is fed faster than the pool serves,
+/// and every request waiting in it grows the wait of every request behind it. Then a request
+/// that has waited `max_wait` is refused (429 + Retry-After) instead of waiting out its TTL, so
+/// the requests that are dispatched are the ones that can still be answered in time.
+///
+/// Applies to the bands below Critical; Critical waits out its own TTL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Overload {
+    /// How long a band's queue must have stayed non-empty to count as overloaded.
+    pub interval: Duration,
+    /// How long a request of an overloaded band may wait.
+    pub max_wait: Duration,
+}
+
 /// Flow control settings of one pool.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FlowConfig {
@@ -37,6 +53,8 @@ pub struct FlowConfig {
     pub tenant_weights: BTreeMap<String, u32>,
     /// A pool observation older than this is ignored (flow control fails open until the next).
     pub state_max_age: Duration,
+    /// The overload rule, if on.
+    pub overload: Option<Overload>,
 }
 
 /// Position of `band` in per-band arrays: Critical 0, Standard 1, Sheddable 2.
@@ -71,6 +89,10 @@ impl FlowConfig {
                 .metrics_staleness_threshold
                 .value
                 .max(MIN_STATE_MAX_AGE),
+            overload: f.overload.enabled.value.then_some(Overload {
+                interval: f.overload.interval.value,
+                max_wait: f.overload.max_wait.value,
+            }),
         }
     }
 

@@ -23,7 +23,10 @@
 //! - no queued request outlives its deadline past the first `poll` at or after it;
 //! - a Sheddable request is refused (429, `rejected-saturated`) exactly when its band cannot
 //!   dispatch because the pool is saturated; Critical is refused only when the queues are full
-//!   even after displacing every lower-band request, or when its TTL runs out.
+//!   even after displacing every lower-band request, or when its TTL runs out;
+//! - with the overload rule ([`crate::Overload`]), no request below Critical is still queued
+//!   after the first `poll` at which its band has been backlogged (never empty) for the
+//!   interval and it has waited the overload wait; it is refused with 429, `rejected-overloaded`.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -82,6 +85,8 @@ struct BandQueue {
     /// Queued requests by deadline; with one TTL per band, also by arrival.
     by_deadline: BTreeSet<(Duration, RequestId)>,
     len: QueueLength,
+    /// Since when the queue has held a request without emptying; `None` while empty.
+    backlogged_since: Option<Duration>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -159,6 +164,7 @@ impl FlowController {
         let tenant: Arc<str> = Arc::from(req.tenant.as_deref().unwrap_or(""));
         let weight = self.config.weight(&tenant);
         let q = &mut self.bands[b];
+        q.backlogged_since.get_or_insert(now);
         q.fair.push(&tenant, req.id, weight);
         q.by_deadline.insert((deadline, req.id));
         q.len.requests += 1;
@@ -281,7 +287,35 @@ impl FlowController {
                 self.reject(id, DropReason::Saturated, now, &mut out);
             }
         }
+        // After dispatch, so a request that can go now goes, however long it waited.
+        for band in [Band::Standard, Band::Sheddable] {
+            while let Some(id) = self.overdue_in_overload(band, now) {
+                self.reject(id, DropReason::Overloaded, now, &mut out);
+            }
+        }
         out
+    }
+
+    /// The oldest request of `band` if the band is overloaded at `now` and that request has
+    /// waited its overload wait.
+    fn overdue_in_overload(&self, band: Band, now: Duration) -> Option<RequestId> {
+        let at = self.overload_cut(band)?;
+        let (_, id) = self.bands[band_index(band)].by_deadline.first()?;
+        (at <= now).then_some(*id)
+    }
+
+    /// When the overload rule refuses `band`'s oldest request if nothing else happens first:
+    /// once the queue has been backlogged for the interval and the request has waited its
+    /// overload wait. `None` for Critical, without the rule, or with nothing queued.
+    ///
+    /// With one TTL per band, the first request by deadline is also the oldest by arrival.
+    fn overload_cut(&self, band: Band) -> Option<Duration> {
+        let rule = self.config.overload.filter(|_| band != Band::Critical)?;
+        let q = &self.bands[band_index(band)];
+        let since = q.backlogged_since?;
+        let (_, id) = q.by_deadline.first()?;
+        let oldest = self.entries.get(id)?;
+        Some((since + rule.interval).max(oldest.enqueued_at + rule.max_wait))
     }
 
     fn reject(
@@ -316,19 +350,23 @@ impl FlowController {
         q.by_deadline.remove(&(e.deadline, id));
         q.len.requests -= 1;
         q.len.bytes -= e.bytes;
+        if q.len.requests == 0 {
+            q.backlogged_since = None;
+        }
         self.total.requests -= 1;
         self.total.bytes -= e.bytes;
         Some(e)
     }
 
     /// The earliest time at which [`Self::poll`] has something new to decide without any other
-    /// call: a queue TTL running out, or the pool observation going stale (which opens the
-    /// gates); `None` when nothing waits.
+    /// call: a queue TTL running out, the overload rule's cut, or the pool observation going
+    /// stale (which opens the gates); `None` when nothing waits.
     pub fn next_deadline(&self) -> Option<Duration> {
         let ttl = self
             .bands
             .iter()
             .filter_map(|q| q.by_deadline.first().map(|&(d, _)| d))
+            .chain(Band::ALL.into_iter().filter_map(|b| self.overload_cut(b)))
             .min();
         let stale = self
             .observed

@@ -19,6 +19,9 @@ pub enum DropReason {
     Displaced,
     /// Waited in the queue for its band's whole TTL (503).
     TtlExpired,
+    /// Waited longer than the overload wait while its band's queue has not emptied for the
+    /// overload interval: the pool is over capacity, not in a burst (429).
+    Overloaded,
 }
 
 impl DropReason {
@@ -29,6 +32,7 @@ impl DropReason {
             DropReason::QueueFull => "rejected-queue-full",
             DropReason::Displaced => "rejected-displaced",
             DropReason::TtlExpired => "rejected-ttl-expired",
+            DropReason::Overloaded => "rejected-overloaded",
         }
     }
 
@@ -37,7 +41,10 @@ impl DropReason {
     pub fn status(self) -> u16 {
         match self {
             DropReason::TtlExpired => 503,
-            DropReason::Saturated | DropReason::QueueFull | DropReason::Displaced => 429,
+            DropReason::Saturated
+            | DropReason::QueueFull
+            | DropReason::Displaced
+            | DropReason::Overloaded => 429,
         }
     }
 }
@@ -108,6 +115,7 @@ mod tests {
             (DropReason::QueueFull, 429, "rejected-queue-full"),
             (DropReason::Displaced, 429, "rejected-displaced"),
             (DropReason::TtlExpired, 503, "rejected-ttl-expired"),
+            (DropReason::Overloaded, 429, "rejected-overloaded"),
         ];
         for (reason, status, header) in cases {
             assert_eq!((reason.status(), reason.as_str()), (status, header));

@@ -54,7 +54,7 @@ mod fair;
 pub mod limit;
 pub mod saturation;
 
-pub use config::{band_index, BandLimits, FlowConfig};
+pub use config::{band_index, BandLimits, FlowConfig, Overload};
 pub use controller::{FlowController, FlowError, FlowRequest, QueueLength};
 pub use decision::{Admission, Decision, DropReason, Outcome, Rejection, RequestId};
 pub use drain::DrainRate;

@@ -13,7 +13,7 @@ use common::{ms, pool_at};
 use infergate_config::gateway::{Band, Fairness};
 use infergate_flow::{
     band_index, Admission, BandLimits, Decision, DropReason, FlowConfig, FlowController,
-    FlowRequest, Outcome,
+    FlowRequest, Outcome, Overload,
 };
 use proptest::prelude::*;
 
@@ -71,28 +71,35 @@ fn config() -> impl Strategy<Value = FlowConfig> {
         50..800u64,
         any::<bool>(),
         proptest::collection::vec(1..5u32, TENANTS as usize),
+        proptest::option::of((50..1_000u64, 20..800u64)),
     )
-        .prop_map(|(bands, max_r, max_b, weighted, weights)| FlowConfig {
-            enabled: true,
-            bands,
-            max_queue_requests: max_r,
-            max_queue_bytes: max_b,
-            fairness: if weighted {
-                Fairness::WeightedFair
-            } else {
-                Fairness::RoundRobin
+        .prop_map(
+            |(bands, max_r, max_b, weighted, weights, overload)| FlowConfig {
+                enabled: true,
+                bands,
+                max_queue_requests: max_r,
+                max_queue_bytes: max_b,
+                fairness: if weighted {
+                    Fairness::WeightedFair
+                } else {
+                    Fairness::RoundRobin
+                },
+                tenant_weights: if weighted {
+                    weights
+                        .iter()
+                        .enumerate()
+                        .map(|(t, &w)| (t.to_string(), w))
+                        .collect()
+                } else {
+                    BTreeMap::new()
+                },
+                state_max_age: Duration::from_secs(1),
+                overload: overload.map(|(interval, wait)| Overload {
+                    interval: ms(interval),
+                    max_wait: ms(wait),
+                }),
             },
-            tenant_weights: if weighted {
-                weights
-                    .iter()
-                    .enumerate()
-                    .map(|(t, &w)| (t.to_string(), w))
-                    .collect()
-            } else {
-                BTreeMap::new()
-            },
-            state_max_age: Duration::from_secs(1),
-        })
+        )
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -117,6 +124,10 @@ struct Model {
     /// The last observed saturation and when, and dispatches minus completions since.
     observed: Option<(f64, Duration)>,
     credit: i64,
+    /// Per band, since when its queue has held a request without emptying, as the model saw
+    /// it: never later than the controller's, which may have emptied earlier by displacing a
+    /// request the model learns of only at the next poll.
+    backlogged_since: [Option<Duration>; 3],
 }
 
 impl Model {
@@ -168,12 +179,34 @@ impl Model {
             self.fifo[q.band].remove(&q.tenant);
             self.passed_over[q.band].remove(&q.tenant);
         }
+        if self.fifo[q.band].is_empty() {
+            self.backlogged_since[q.band] = None;
+        }
         q
+    }
+
+    /// Whether the overload rule has `q` due at `now` if its band has been backlogged `since`:
+    /// below Critical, backlogged for the interval and `q` waited the overload wait.
+    fn overload_due(&self, q: &Queued, since: Option<Duration>, now: Duration) -> bool {
+        let (Some(rule), Some(since)) = (self.config.overload, since) else {
+            return false;
+        };
+        q.band != band_index(Band::Critical)
+            && now >= since + rule.interval
+            && now >= q.enqueued_at + rule.max_wait
     }
 
     fn apply(&mut self, d: &Decision, now: Duration) {
         let head = self.queued.get(&d.id).map(|q| (q.band, q.tenant));
         let (band, tenant) = head.expect("a decision for a request not queued");
+        // The model's start of the backlog is the earliest the controller's can be.
+        let since = self.backlogged_since[band];
+        let overload_due = self.overload_due(&self.queued[&d.id], since, now);
+        let oldest_of_band = self
+            .queued
+            .values()
+            .filter(|q| q.band == band)
+            .all(|q| q.enqueued_at >= self.queued[&d.id].enqueued_at);
         assert_eq!(band_index(d.band), band);
         let first = self.fifo[band][&tenant].front().copied();
         let q = self.remove(d.id);
@@ -208,6 +241,13 @@ impl Model {
                 DropReason::Saturated => assert_eq!(d.band, Band::Sheddable),
                 DropReason::Displaced => assert_ne!(d.band, Band::Critical),
                 DropReason::QueueFull => panic!("a queued request cannot find its queue full"),
+                DropReason::Overloaded => {
+                    assert!(overload_due, "refused as overloaded before the rule's cut");
+                    assert!(
+                        oldest_of_band,
+                        "an overload refusal passed an older request"
+                    );
+                }
             },
         }
         let what = if d.outcome == Outcome::Dispatch {
@@ -255,6 +295,19 @@ fn poll(f: &mut FlowController, m: &mut Model, now: Duration) {
     }
     for q in m.queued.values() {
         assert!(q.deadline > now, "a request outlived its TTL");
+        // Right after a poll the model and the controller hold the same requests, and the
+        // band's oldest has been queued since its backlog began or later: the latest the
+        // backlog can have started.
+        let latest_since = m
+            .queued
+            .values()
+            .filter(|o| o.band == q.band)
+            .map(|o| o.enqueued_at)
+            .min();
+        assert!(
+            !m.overload_due(q, latest_since, now),
+            "a request outlived the overload rule's cut"
+        );
     }
     assert_eq!(
         f.total_queued().requests,
@@ -303,6 +356,7 @@ impl Model {
                     deadline,
                 };
                 self.queued.insert(id, q);
+                self.backlogged_since[band].get_or_insert(now);
                 self.fifo[band].entry(tenant).or_default().push_back(id);
                 self.passed_over[band].entry(tenant).or_insert(0);
             }
@@ -340,6 +394,7 @@ fn play(config: FlowConfig, ops: Vec<Op>) {
         decided: HashMap::new(),
         observed: None,
         credit: 0,
+        backlogged_since: [None; 3],
     };
     let mut now = Duration::ZERO;
     let mut next_id = 0u64;

@@ -407,3 +407,84 @@ fn a_full_batch_holds_standard_and_sheds_sheddable_while_critical_goes() {
     f.observe(detector.observe([drained]), ms(50));
     assert_eq!(dispatched(&f.poll(ms(50))), vec![18, 1]);
 }
+
+/// The overload rule with a 2 s interval and a 1 s wait, a 10 s TTL, and the pool kept
+/// saturated by an observation every 500 ms up to `until` (so it never goes stale).
+fn overloaded_controller() -> FlowController {
+    let mut cfg = roomy();
+    cfg.overload = Some(infergate_flow::Overload {
+        interval: ms(2_000),
+        max_wait: ms(1_000),
+    });
+    FlowController::new(cfg)
+}
+
+fn saturate(f: &mut FlowController, from: u64, until: u64) -> Vec<Decision> {
+    let mut out = Vec::new();
+    for t in (from..=until).step_by(500) {
+        f.observe(pool_at(3.0), ms(t));
+        out.extend(f.poll(ms(t)));
+    }
+    out
+}
+
+#[test]
+fn a_burst_that_drains_within_the_interval_waits_however_long_it_takes() {
+    let mut f = overloaded_controller();
+    f.observe(pool_at(3.0), ms(0));
+    assert!(is_queued(
+        f.enqueue(req(1, Standard, "t", 1), ms(0)).unwrap()
+    ));
+    assert!(is_queued(
+        f.enqueue(req(2, Standard, "t", 1), ms(200)).unwrap()
+    ));
+    // Waited 1.5 s, past the overload wait, but the queue has been backlogged only 1.5 s.
+    assert!(saturate(&mut f, 500, 1_500).is_empty());
+    // Capacity comes back at 1.8 s: both go, the queue empties and the backlog ends.
+    f.observe(pool_at(0.0), ms(1_800));
+    assert_eq!(dispatched(&f.poll(ms(1_800))), vec![1, 2]);
+    // A new backlog starts its interval afresh: at 3.5 s request 3 has waited 1.5 s, but the
+    // backlog it started is only 1.5 s old.
+    f.observe(pool_at(3.0), ms(2_000));
+    assert!(is_queued(
+        f.enqueue(req(3, Standard, "t", 1), ms(2_000)).unwrap()
+    ));
+    assert!(saturate(&mut f, 2_000, 3_500).is_empty());
+}
+
+#[test]
+fn a_sustained_backlog_refuses_what_waited_the_overload_wait_with_429() {
+    let mut f = overloaded_controller();
+    f.observe(pool_at(3.0), ms(0));
+    // One request every 250 ms into a pool that takes none.
+    let mut decisions = Vec::new();
+    for i in 0..16u64 {
+        let t = i * 250;
+        f.observe(pool_at(3.0), ms(t));
+        decisions.extend(f.poll(ms(t)));
+        let band = if i % 4 == 0 { Critical } else { Standard };
+        assert!(is_queued(f.enqueue(req(i, band, "t", 1), ms(t)).unwrap()));
+    }
+    decisions.extend(saturate(&mut f, 4_000, 4_000));
+    // Standard is backlogged from its first request at 250 ms; the cut is at
+    // max(250 ms + 2 s, arrival + 1 s): none before 2.25 s, and by 4 s every Standard request that
+    // arrived by 3 s. Critical waits out its TTL.
+    let refused = rejected(&decisions);
+    let expected: Vec<(u64, DropReason)> = (0..=12)
+        .filter(|i| i % 4 != 0)
+        .map(|i| (i, DropReason::Overloaded))
+        .collect();
+    assert_eq!(refused, expected);
+    for d in &decisions {
+        let Outcome::Reject(r) = d.outcome else {
+            unreachable!("nothing can be dispatched")
+        };
+        assert_eq!(r.status(), 429);
+        assert!(r.retry_after.is_some());
+        assert!(d.waited >= ms(1_000));
+    }
+    assert_eq!(f.queued(Standard).requests, 3); // 13, 14 and 15
+    assert_eq!(f.queued(Critical).requests, 4);
+    // The next cut is request 13's (arrived at 3.25 s).
+    assert_eq!(f.next_deadline(), Some(ms(4_250)));
+}

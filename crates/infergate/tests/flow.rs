@@ -177,6 +177,63 @@ fn under_overload_critical_succeeds_sheddable_is_shed_and_standard_expires() {
     assert_eq!(rejected("Critical", "rejected-ttl-expired"), 0.0);
 }
 
+/// A backlog that does not drain: with the overload rule at a 1 s interval and a 500 ms wait,
+/// Standard requests that waited past the wait are refused with 429, Retry-After and
+/// `rejected-overloaded` long before their 60 s TTL, and the others still get through.
+#[test]
+fn a_sustained_backlog_refuses_what_waited_too_long_with_429_long_before_the_ttl() {
+    let flow =
+        "\n      - {name: Standard, queueTtl: 60s}\n    overload: {interval: 1s, maxWait: 500ms}";
+    let pool = SlowPool::start("overload", flow);
+    let (port, admin) = (pool.port, pool.admin);
+    let stop = Arc::new(AtomicBool::new(false));
+    let flood: Vec<_> = (0..FLOOD)
+        .map(|_| {
+            let stop = Arc::clone(&stop);
+            thread::spawn(move || {
+                let mut answers = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    answers.push(chat(port, "Standard"));
+                }
+                answers
+            })
+        })
+        .collect();
+    wait_for("the pool to saturate", || {
+        common::metric(admin, "infergate_pool_saturation{pool=\"llama\"}") >= 1.0
+    });
+    thread::sleep(Duration::from_secs(6));
+    stop.store(true, Ordering::Relaxed);
+    let answers: Vec<Answer> = flood.into_iter().flat_map(|t| t.join().unwrap()).collect();
+    let refused: Vec<&Answer> = answers.iter().filter(|a| a.status == 429).collect();
+    assert!(
+        answers.iter().any(|a| a.status == 200),
+        "nothing got through"
+    );
+    assert!(!refused.is_empty(), "nothing was refused as overloaded");
+    for a in &answers {
+        assert!(matches!(a.status, 200 | 429), "{} {}", a.status, a.body);
+    }
+    for a in &refused {
+        assert_eq!(
+            a.header("x-llm-d-request-dropped-reason"),
+            Some("rejected-overloaded")
+        );
+        assert!(a.body.contains("\"pool_overloaded\""), "{}", a.body);
+        let retry: u64 = a
+            .header("retry-after")
+            .expect("Retry-After")
+            .parse()
+            .unwrap();
+        assert!((1..=60).contains(&retry), "{retry}");
+        // It waited at least the overload wait, and nowhere near the TTL.
+        assert!(a.took() >= Duration::from_millis(500), "{:?}", a.took());
+        assert!(a.took() < Duration::from_secs(20), "{:?}", a.took());
+    }
+    let metric = "infergate_flow_rejections_total{pool=\"llama\",band=\"Standard\",reason=\"rejected-overloaded\"}";
+    assert_eq!(common::metric(admin, metric), refused.len() as f64);
+}
+
 /// One tenant's closed-loop clients: each sends its next request as soon as the last is answered,
 /// until `stop`; returns the instants at which requests completed with 200. A request cut off by
 /// the gateway going away at the end of the test is not counted.
@@ -253,13 +310,17 @@ fn completions_ten_to_one(name: &str, flow: &str) -> (usize, usize) {
     (big, small)
 }
 
+/// A Standard band that holds its backlog: these tests measure how a backlog that never drains
+/// is shared, which the overload rule (on by default) would cut at its wait.
+const FAIR_BACKLOG: &str =
+    "\n      - {name: Standard, queueTtl: 120s}\n    overload: {enabled: false}";
+
 /// Round-robin fair queueing (the default) gives each backlogged tenant about half of what
 /// completes, where first-come-first-served would give the small tenant about its 1/11 of the
 /// offered load.
 #[test]
 fn two_backlogged_tenants_offering_ten_to_one_share_the_pool_fairly() {
-    let (big, small) =
-        completions_ten_to_one("fairness-rr", "\n      - {name: Standard, queueTtl: 120s}");
+    let (big, small) = completions_ten_to_one("fairness-rr", FAIR_BACKLOG);
     let share = small as f64 / (big + small) as f64;
     assert!((0.35..=0.65).contains(&share), "big {big}, small {small}");
 }
@@ -269,6 +330,7 @@ fn two_backlogged_tenants_offering_ten_to_one_share_the_pool_fairly() {
 #[test]
 fn weighted_fair_queueing_holds_the_configured_weights_live() {
     let flow = "\n      - {name: Standard, queueTtl: 120s}
+    overload: {enabled: false}
     fairness: weighted-fair
     tenantWeights: {big: 3, small: 1}";
     let (big, small) = completions_ten_to_one("fairness-wfq", flow);

@@ -68,6 +68,17 @@ pub const CRITICALITY: Band = Band::Standard;
 pub const FLOW_CONTROL_ENABLED: bool = true;
 /// `spec.flowControl.queueTtl`: how long a request may wait in a queue before it gets 503.
 pub const QUEUE_TTL: Duration = Duration::from_secs(30);
+/// `spec.flowControl.overload.enabled`.
+pub const OVERLOAD_ENABLED: bool = true;
+/// `spec.flowControl.overload.interval`: a band's queue that has not been empty for this long is
+/// overloaded. Longer than the bursts a pool absorbs by queueing (a surge of a second or two
+/// drains between its peaks), short enough that a sustained overload is cut before the waits it
+/// builds pass a chat client's patience.
+pub const OVERLOAD_INTERVAL: Duration = Duration::from_secs(2);
+/// `spec.flowControl.overload.maxWait`: how long a request of an overloaded band may wait. A
+/// request dispatched after waiting longer would miss a first-token target of a few seconds
+/// anyway, and holding it makes every request behind it wait as long.
+pub const OVERLOAD_MAX_WAIT: Duration = Duration::from_secs(1);
 /// `spec.flowControl.maxQueueRequests`: requests queued over all bands.
 pub const MAX_QUEUE_REQUESTS: u32 = 4_096;
 /// `spec.flowControl.maxQueueBytes`: request bytes queued over all bands (1 GiB).

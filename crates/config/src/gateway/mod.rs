@@ -47,15 +47,15 @@ pub use lora::{AdapterEntry, AdapterTable, ConfigMapAdapterMap, LoraAdapterMap};
 pub use resolve::{
     resolve, resolve_with_config_maps, DefaultBackend, DeploymentKnob, EffectiveWeights, Identity,
     ModelRoute, PickerSource, Pool, PoolEndpoint, ResolvedBand, ResolvedBbr, ResolvedDiscovery,
-    ResolvedFlowControl, ResolvedGateway, ResolvedRateLimits, ResolvedRewrite, ResolvedSaturation,
-    ResolvedTenancy, SessionKey, Setting, TlsMode,
+    ResolvedFlowControl, ResolvedGateway, ResolvedOverload, ResolvedRateLimits, ResolvedRewrite,
+    ResolvedSaturation, ResolvedTenancy, SessionKey, Setting, TlsMode,
 };
 pub use scheduler::{AppProtocol, ConfigMapRef, EngineType, SchedulerKind, SchedulerSpec, Weights};
 pub use selector::{LabelRequirement, LabelSelector, SelectorOperator};
 pub use traffic::{
     Band, BandSpec, Fairness, FlowControl, IdentitySource, MatchType, ModelMatch, ModelRewrite,
-    RateLimit, RateLimitStore, RateLimits, RewriteMatch, RewriteTarget, Saturation, Stickiness,
-    StoreFailure, Tenancy, TenantRateLimit,
+    OverloadSpec, RateLimit, RateLimitStore, RateLimits, RewriteMatch, RewriteTarget, Saturation,
+    Stickiness, StoreFailure, Tenancy, TenantRateLimit,
 };
 pub use types::{
     ApiVersion, Bbr, DefaultBackend as DefaultBackendSpec, Discovery, EndpointSpec, GatewaySpec,

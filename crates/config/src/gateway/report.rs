@@ -413,6 +413,21 @@ fn fmt_flow(f: &mut Formatter<'_>, fc: &ResolvedFlowControl) -> fmt::Result {
             ),
         )?;
     }
+    let o = &fc.overload;
+    row(
+        f,
+        "  overload",
+        if o.enabled.value {
+            format!(
+                "on{}: below Critical, a queue not empty for {} refuses (429) what waited {}",
+                mark(o.enabled.is_default),
+                dur(o.interval),
+                dur(o.max_wait)
+            )
+        } else {
+            "off: queued requests wait out their queueTtl".to_owned()
+        },
+    )?;
     if !fc.tenant_weights.is_empty() {
         let w: Vec<String> = fc
             .tenant_weights

@@ -126,6 +126,26 @@ pub struct FlowControl {
     /// When an endpoint, and so a pool, counts as saturated.
     #[serde(default)]
     pub saturation: Option<Saturation>,
+    /// When a backlog counts as an overload, and how long a request then may wait.
+    #[serde(default)]
+    pub overload: Option<OverloadSpec>,
+}
+
+/// `spec.flowControl.overload`: a band below Critical whose queue has not been empty for
+/// `interval` is fed faster than the pool serves it; a request of it that has waited `maxWait`
+/// is then refused with 429 + Retry-After instead of waiting out its queue TTL.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct OverloadSpec {
+    /// The rule on (default on whenever flow control is).
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    /// How long a queue must have stayed non-empty to count as overloaded.
+    #[serde(default)]
+    pub interval: Option<GatewayDuration>,
+    /// How long a request of an overloaded band may wait.
+    #[serde(default)]
+    pub max_wait: Option<GatewayDuration>,
 }
 
 /// Fair sharing among tenants of a band.

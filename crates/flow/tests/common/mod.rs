@@ -28,6 +28,7 @@ pub fn config(requests: u32, bytes: u64, ttl: Duration) -> FlowConfig {
         fairness: Fairness::RoundRobin,
         tenant_weights: BTreeMap::new(),
         state_max_age: Duration::from_secs(1),
+        overload: None,
     }
 }
 

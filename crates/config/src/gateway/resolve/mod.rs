@@ -8,8 +8,8 @@ mod traffic;
 
 pub use pool::{EffectiveWeights, PickerSource, Pool, PoolEndpoint};
 pub use traffic::{
-    Identity, ResolvedBand, ResolvedFlowControl, ResolvedRateLimits, ResolvedSaturation,
-    ResolvedTenancy,
+    Identity, ResolvedBand, ResolvedFlowControl, ResolvedOverload, ResolvedRateLimits,
+    ResolvedSaturation, ResolvedTenancy,
 };
 
 use std::collections::{BTreeMap, HashMap};

@@ -80,6 +80,19 @@ pub struct ResolvedFlowControl {
     pub bands: [ResolvedBand; 3],
     /// Saturation detector thresholds.
     pub saturation: ResolvedSaturation,
+    /// The overload rule.
+    pub overload: ResolvedOverload,
+}
+
+/// `spec.flowControl.overload`, resolved.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ResolvedOverload {
+    /// The rule on.
+    pub enabled: Setting<bool>,
+    /// A queue non-empty this long is overloaded.
+    pub interval: Setting<Duration>,
+    /// How long a request of an overloaded band may wait.
+    pub max_wait: Setting<Duration>,
 }
 
 /// One band's limits.
@@ -144,6 +157,7 @@ impl ResolvedFlowControl {
             }
         };
         let s = f.saturation.clone().unwrap_or_default();
+        let o = f.overload.clone().unwrap_or_default();
         ResolvedFlowControl {
             enabled: Setting::or(f.enabled, defaults::FLOW_CONTROL_ENABLED),
             queue_ttl,
@@ -166,6 +180,11 @@ impl ResolvedFlowControl {
                     defaults::METRICS_STALENESS,
                 ),
                 running_requests_threshold: s.running_requests_threshold,
+            },
+            overload: ResolvedOverload {
+                enabled: Setting::or(o.enabled, defaults::OVERLOAD_ENABLED),
+                interval: Setting::or(o.interval.map(|t| t.get()), defaults::OVERLOAD_INTERVAL),
+                max_wait: Setting::or(o.max_wait.map(|t| t.get()), defaults::OVERLOAD_MAX_WAIT),
             },
         }
     }

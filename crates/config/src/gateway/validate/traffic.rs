@@ -129,6 +129,16 @@ fn check_flow(f: &FlowControl) -> Result {
         }
     }
     check_ceilings_descend(f)?;
+    if let Some(o) = &f.overload {
+        for (field, value) in [("interval", o.interval), ("maxWait", o.max_wait)] {
+            if value.is_some_and(|t| t.is_zero()) {
+                return Err(invalid(
+                    at(&format!("overload.{field}")),
+                    "must be more than 0s (to switch the rule off, set enabled: false)",
+                ));
+            }
+        }
+    }
     if let Some(s) = &f.saturation {
         if s.queue_depth_threshold == Some(0) {
             return Err(invalid(
