@@ -1,11 +1,50 @@
-//! Ablations of infergate's policy: the profile with one component off, each a policy name
-//! the runner accepts (`infergate-without-<part>`), so that each component's effect is
-//! measured on the same arrivals as the whole.
+//! Ablations of infergate as it ships: its picker profile with one component off, or its flow
+//! control off or changed, each a policy name the runner accepts (`infergate-without-<part>`),
+//! so that each component's effect is measured on the same arrivals as the whole.
 
+use crate::tuning::Tuning;
 use infergate_picker::{Filter, Policy, Profile};
 
 /// The prefix of an ablation's name.
 pub const PREFIX: &str = "infergate-without-";
+
+/// infergate's policy without the flow control it ships with: every request dispatched at
+/// once, as a scenario without priority bands runs every peer.
+pub const WITHOUT_FLOW_CONTROL: &str = "infergate-without-flow-control";
+
+/// Flow control without its overload rule: queued requests wait out their TTL.
+const WITHOUT_OVERLOAD_RULE: &str = "infergate-without-overload-rule";
+
+/// Flow control whose detector ignores KV-cache use (waiting requests alone saturate).
+const WITHOUT_KV_SATURATION: &str = "infergate-without-kv-saturation";
+
+/// What an ablation takes away.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ablation {
+    /// A part of the picker's profile: this policy, behind the shipped flow control.
+    Pick(Policy),
+    /// The whole policy with no flow control in front of it.
+    FlowControl,
+    /// The whole policy behind flow control changed as this says.
+    Gate(Tuning),
+}
+
+/// What the ablation `name` takes away; `None` when `name` is not one.
+pub fn ablation(name: &str) -> Option<Ablation> {
+    match name {
+        WITHOUT_FLOW_CONTROL => Some(Ablation::FlowControl),
+        WITHOUT_OVERLOAD_RULE => Some(Ablation::Gate(Tuning {
+            without_overload_rule: true,
+            ..Tuning::default()
+        })),
+        // Above any KV use an engine can report.
+        WITHOUT_KV_SATURATION => Some(Ablation::Gate(Tuning {
+            kv_cache_threshold: Some(2.0),
+            ..Tuning::default()
+        })),
+        _ => policy(name).map(Ablation::Pick),
+    }
+}
 
 /// Every ablation of infergate's default profile: one per scorer and filter (by plugin type)
 /// and `fresh-load` (the dispatch credit).
@@ -19,11 +58,18 @@ pub fn names() -> Vec<String> {
         .map(|part| format!("{PREFIX}{part}"))
         .collect();
     out.push(format!("{PREFIX}fresh-load"));
+    for gate in [
+        WITHOUT_FLOW_CONTROL,
+        WITHOUT_OVERLOAD_RULE,
+        WITHOUT_KV_SATURATION,
+    ] {
+        out.push(gate.to_owned());
+    }
     out
 }
 
-/// The policy an ablation name stands for; `None` when `name` is not one.
-pub fn policy(name: &str) -> Option<Policy> {
+/// The picker profile a profile ablation's name stands for; `None` when `name` is not one.
+fn policy(name: &str) -> Option<Policy> {
     let part = name.strip_prefix(PREFIX)?;
     let mut p = Profile::infergate();
     p.name = name.to_owned();
@@ -46,8 +92,16 @@ mod tests {
         let whole = Profile::infergate();
         let parts = whole.scorers.len() + whole.filters.len();
         for name in names() {
-            let Some(Policy::Weighted(p)) = policy(&name) else {
+            let Some(ablated) = ablation(&name) else {
                 panic!("{name} is not an ablation");
+            };
+            let Ablation::Pick(Policy::Weighted(p)) = ablated else {
+                // Flow control is not a part of the profile.
+                assert!(
+                    name.starts_with(PREFIX) && policy(&name).is_none(),
+                    "{name}"
+                );
+                continue;
             };
             let left = p.scorers.len() + p.filters.len();
             if name.ends_with("fresh-load") {
@@ -57,7 +111,7 @@ mod tests {
                 assert_eq!(left, parts - 1, "{name}");
             }
         }
-        assert!(policy("infergate-without-nothing").is_none());
-        assert!(policy("infergate").is_none());
+        assert!(ablation("infergate-without-nothing").is_none());
+        assert!(ablation("infergate").is_none());
     }
 }

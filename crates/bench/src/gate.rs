@@ -49,6 +49,12 @@ impl FlowGate {
     pub fn tuned(replicas: usize, tuning: &Tuning) -> Self {
         let mut resolved = ResolvedFlowControl::default();
         resolved.saturation.running_requests_threshold = tuning.running_threshold;
+        if let Some(kv) = tuning.kv_cache_threshold {
+            resolved.saturation.kv_cache_threshold = Setting::set(kv);
+        }
+        if tuning.without_overload_rule {
+            resolved.overload.enabled = Setting::set(false);
+        }
         if let Some(c) = tuning.sheddable_ceiling {
             resolved.bands[band_index(Band::Sheddable)].saturation_ceiling = Setting::set(c);
         }

@@ -140,12 +140,17 @@ pub struct PolicyResult {
     /// Requests sent (not refused by flow control) that never got a first token: beside the
     /// percentiles, which are over the requests that got one.
     pub unanswered: u64,
-    /// Whether the run met the SLO ([`Slo`]); over seeds, whether most did.
+    /// Whether the run met the SLO ([`Slo`]): the P99 TTFT over every measured arrival, with
+    /// the unanswered and the refused counted as misses, and the P99 TPOT within it; over
+    /// seeds, whether most did.
     pub slo_met: bool,
     /// Spread over seeds (a single run: its own values).
     pub spread: Spread,
     /// Requests refused or never finished.
     pub errors: u64,
+    /// Measured arrivals (after the warm-up): what `errors`, `shed` and `unanswered` are out
+    /// of.
+    pub measured: u64,
     /// Requests shed (flow control; none without it).
     pub shed: u64,
     /// Prefix-cache hit ratio over the fleet.
@@ -247,15 +252,16 @@ pub fn summarize_with(policy: &str, run: &RunOutcome, slo: &Slo) -> PolicyResult
             }
         })
         .collect();
-    // The objective's p99 counts an unanswered request as a miss: it is the p99 over every
-    // sent request, the unanswered ones sorted last.
+    // The objective's p99 counts an unanswered request and a refused one as misses: it is the
+    // p99 over every measured arrival, those without a first token sorted last, so a policy
+    // cannot meet an SLO by refusing the requests that would miss it.
     // `Percentiles::of` sorts `ttft`, so the rank reads straight from it.
     let ttft_ms = Percentiles::of(&mut ttft);
-    let sent = measured.iter().filter(|r| r.refused.is_none()).count();
-    let ttft_p99_all = if sent == 0 {
+    let arrivals = measured.len();
+    let ttft_p99_all = if arrivals == 0 {
         f64::NAN
     } else {
-        let rank = ((0.99 * sent as f64).ceil() as usize).clamp(1, sent);
+        let rank = ((0.99 * arrivals as f64).ceil() as usize).clamp(1, arrivals);
         ttft.get(rank - 1).copied().unwrap_or(f64::INFINITY)
     };
     let tpot_ms = Percentiles::of(&mut tpots);
@@ -280,6 +286,7 @@ pub fn summarize_with(policy: &str, run: &RunOutcome, slo: &Slo) -> PolicyResult
             goodput_rps: Range::one(goodput_rps),
         },
         errors,
+        measured: measured.len() as u64,
         shed,
         prefix_hit_ratio: run.prefix_hit_ratio,
         preemptions: run.preemptions,
@@ -377,6 +384,7 @@ pub fn median_over_seeds(results: &[PolicyResult]) -> Option<PolicyResult> {
             goodput_rps: range(&|r| r.goodput_rps),
         },
         errors: med(&|r| r.errors as f64).round() as u64,
+        measured: med(&|r| r.measured as f64).round() as u64,
         shed: med(&|r| r.shed as f64).round() as u64,
         prefix_hit_ratio: med(&|r| r.prefix_hit_ratio),
         preemptions: med(&|r| r.preemptions as f64).round() as u64,
@@ -511,6 +519,29 @@ mod tests {
         // Every answered one took 0 s to its first token; the p99 over all nine is the miss.
         assert_eq!(r.ttft_ms.p99, 0.0);
         assert!(!r.slo_met);
+    }
+
+    #[test]
+    fn refused_requests_are_counted_and_miss_the_slo() {
+        // 200 measured requests answered at once; refusing 1 keeps the SLO, refusing 3 (over
+        // 1 % of the arrivals) does not, though every answered one is on time.
+        let refuse = |n: usize| {
+            let mut requests: Vec<Outcome> = (0..223).map(|i| served(i, i, i + 1, 2)).collect();
+            for r in requests.iter_mut().rev().take(n) {
+                *r = Outcome {
+                    sent: r.sent,
+                    refused: Some(429),
+                    ..Outcome::default()
+                };
+            }
+            summarize("p", &run_of(requests, 222))
+        };
+        let (one, three) = (refuse(1), refuse(3));
+        assert_eq!((one.shed, three.shed), (1, 3));
+        assert_eq!((one.unanswered, three.unanswered), (0, 0));
+        assert_eq!(three.ttft_ms.p99, 0.0);
+        assert!(one.slo_met);
+        assert!(!three.slo_met);
     }
 
     #[test]

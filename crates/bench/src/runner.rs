@@ -9,6 +9,7 @@
 //! A run may have several gateway replicas ([`RunOptions::gateway_replicas`]), each with its own
 //! pool view, picker and flow controller, sharing only the scrapes ([`crate::gateway`]).
 
+use crate::ablation::Ablation;
 use crate::event_loop::{Ev, Sim};
 use crate::gate::FlowGate;
 pub use crate::gateway::GatewayOutcome;
@@ -81,6 +82,10 @@ pub struct RunOptions {
     /// The pool holds only the replicas of the fastest GPU kind (the highest prefill rate);
     /// the rest of the fleet takes no request.
     pub fastest_gpu_only: bool,
+    /// Flow control in front of the picker even where the scenario has no priority bands (its
+    /// requests are then all Standard), as infergate ships it: on by default. Scenarios with
+    /// bands run it in front of every policy, so that their comparison is the pick alone.
+    pub flow_control: bool,
 }
 
 impl Default for RunOptions {
@@ -91,6 +96,7 @@ impl Default for RunOptions {
             scrape_interval: Duration::from_millis(50),
             gateway_replicas: 1,
             fastest_gpu_only: false,
+            flow_control: false,
         }
     }
 }
@@ -167,6 +173,10 @@ pub fn replica_capacity(
 /// it ignores what the request does to those that follow. `clairvoyant` is its former name.
 pub const GREEDY_ORACLE: &str = "greedy-oracle";
 
+/// infergate's own policy, which runs with its flow control as shipped
+/// ([`RunOptions::flow_control`]).
+pub const INFERGATE: &str = "infergate";
+
 /// Round-robin over the replicas of the fastest GPU kind only (the highest prefill rate),
 /// the others idle: what an operator of a mixed fleet without a GPU-aware router does.
 pub const ROUND_ROBIN_FASTEST_GPU: &str = "round-robin-fastest-gpu";
@@ -189,11 +199,31 @@ pub fn run(
         };
         return run_with(scenario, Some(Policy::RoundRobin), requests, &options);
     }
-    if let Some(ablated) = crate::ablation::policy(policy) {
-        return run_with(scenario, Some(ablated), requests, options);
+    // infergate as it ships: its own flow control in front of its picker.
+    let shipped = RunOptions {
+        flow_control: true,
+        ..*options
+    };
+    match crate::ablation::ablation(policy) {
+        Some(Ablation::Pick(ablated)) => {
+            return run_with(scenario, Some(ablated), requests, &shipped)
+        }
+        Some(Ablation::FlowControl) => {
+            return run_with(scenario, Some(Policy::infergate()), requests, options)
+        }
+        Some(Ablation::Gate(tuning)) => {
+            let whole = Some(Policy::infergate());
+            return run_tuned(scenario, whole, requests, &shipped, &tuning);
+        }
+        None => {}
     }
     let named =
         Policy::named(policy).map_err(|e| BenchError::Policy(policy.into(), e.to_string()))?;
+    let options = if policy == INFERGATE {
+        &shipped
+    } else {
+        options
+    };
     run_with(scenario, Some(named), requests, options)
 }
 
@@ -258,9 +288,8 @@ pub fn run_tuned(
             picker: policy
                 .clone()
                 .map(|p| Picker::new(p, picker_seed(options.seed, g))),
-            gate: scenario
-                .bands
-                .map(|_| FlowGate::tuned(replicas.len(), tuning)),
+            gate: (scenario.bands.is_some() || options.flow_control)
+                .then(|| FlowGate::tuned(replicas.len(), tuning)),
             gate_wake: None,
         });
     }

@@ -83,9 +83,11 @@ pub fn tune(
     let traffic = |seed: u64| -> Result<(Vec<BenchRequest>, RunOptions), BenchError> {
         let requests =
             scenario.requests(load.rate_rps, options.duration, load.max_model_len, seed)?;
+        // Candidates run as infergate ships, behind its flow control.
         let run = RunOptions {
             duration: options.duration,
             seed,
+            flow_control: true,
             ..RunOptions::default()
         };
         Ok((requests, run))

@@ -25,4 +25,9 @@ pub struct Tuning {
     /// The Sheddable band's saturation ceiling instead of the default (the config's
     /// `bands[].saturationCeiling`); at most Standard's, 1.
     pub sheddable_ceiling: Option<f64>,
+    /// The detector's KV-cache threshold instead of the default (the config's
+    /// `saturation.kvCacheThreshold`); above 1 the KV signal never saturates an endpoint.
+    pub kv_cache_threshold: Option<f64>,
+    /// The overload rule off (the config's `overload.enabled: false`).
+    pub without_overload_rule: bool,
 }

@@ -63,8 +63,9 @@ pub fn parse_duration(text: &str) -> anyhow::Result<Duration> {
     Ok(Duration::from_secs_f64(v * scale))
 }
 
-/// One scenario's sweep as Markdown: per policy, P50/P95/P99 TTFT, P99 TPOT, goodput and
-/// unanswered requests at each load, and P99 TTFT against the best peer at each load.
+/// One scenario's sweep as Markdown: per policy, P50/P95/P99 TTFT, P99 TPOT, goodput,
+/// unanswered and refused requests at each load, and P99 TTFT against the best peer at each
+/// load.
 pub fn sweep_markdown(reports: &[ScenarioReport]) -> String {
     let Some(first) = reports.first() else {
         return String::new();
@@ -73,12 +74,12 @@ pub fn sweep_markdown(reports: &[ScenarioReport]) -> String {
         "\n### {} — load sweep\n\nfleet capacity {:.1} req/s, {} s of arrivals per point, median of seeds {:?} (each P99 with its range over seeds)\n\n",
         first.scenario, first.capacity_rps, first.duration_s, first.seeds
     );
-    out.push_str("| load | policy | TTFT p50 | p95 | p99 (seeds' range) | TPOT p99 | goodput req/s | tok/s | unanswered |\n|---|---|---|---|---|---|---|---|---|\n");
+    out.push_str("| load | policy | TTFT p50 | p95 | p99 (seeds' range) | TPOT p99 | goodput req/s | tok/s | unanswered | refused |\n|---|---|---|---|---|---|---|---|---|---|\n");
     for r in reports {
         for p in &r.results {
             let _ = writeln!(
                 out,
-                "| {:.2} | {} | {} | {} | {} ({}–{}) | {:.0} ms | {:.2} | {:.0} | {} |",
+                "| {:.2} | {} | {} | {} | {} ({}–{}) | {:.0} ms | {:.2} | {:.0} | {} | {} |",
                 r.load,
                 p.policy,
                 ms(p.ttft_ms.p50),
@@ -89,7 +90,8 @@ pub fn sweep_markdown(reports: &[ScenarioReport]) -> String {
                 p.tpot_ms.p99,
                 p.goodput_rps,
                 p.output_tokens_per_s,
-                p.unanswered
+                p.unanswered,
+                p.shed
             );
         }
     }
@@ -101,7 +103,7 @@ pub fn sweep_markdown(reports: &[ScenarioReport]) -> String {
 /// peer), so that a loss is one line, not a search through the table.
 fn verdict_markdown(reports: &[ScenarioReport]) -> String {
     let mut out = String::from(
-        "\n| load | infergate p99 | best peer p99 | infergate / best | infergate goodput | round-robin goodput |\n|---|---|---|---|---|---|\n",
+        "\n| load | infergate p99 | best peer p99 | infergate / best | infergate refused | infergate goodput | round-robin goodput |\n|---|---|---|---|---|---|---|\n",
     );
     for r in reports {
         let Some(ig) = r.results.iter().find(|p| p.policy == "infergate") else {
@@ -110,18 +112,19 @@ fn verdict_markdown(reports: &[ScenarioReport]) -> String {
         let best = r
             .results
             .iter()
-            .filter(|p| p.policy != "infergate" && !is_reference(&p.policy))
+            .filter(|p| is_peer(&p.policy))
             .min_by(|a, b| a.ttft_ms.p99.total_cmp(&b.ttft_ms.p99));
         let rr = r.results.iter().find(|p| p.policy == "round-robin");
         let Some(best) = best else { continue };
         let _ = writeln!(
             out,
-            "| {:.2} | {} | {} ({}) | {:.2} | {:.2} | {} |",
+            "| {:.2} | {} | {} ({}) | {:.2} | {:.1} % | {:.2} | {} |",
             r.load,
             ms(ig.ttft_ms.p99),
             ms(best.ttft_ms.p99),
             best.policy,
             ig.ttft_ms.p99 / best.ttft_ms.p99,
+            refused_share(ig),
             ig.goodput_rps,
             rr.map_or("—".into(), |r| format!("{:.2}", r.goodput_rps)),
         );
@@ -129,9 +132,18 @@ fn verdict_markdown(reports: &[ScenarioReport]) -> String {
     out
 }
 
-/// Policies that are references, not peers: the oracle reads the engines' true state.
-fn is_reference(policy: &str) -> bool {
-    policy == infergate_bench::runner::GREEDY_ORACLE
+/// The share of a policy's measured arrivals that flow control refused, in percent.
+fn refused_share(p: &infergate_bench::report::PolicyResult) -> f64 {
+    let measured = p.measured.max(1) as f64;
+    100.0 * p.shed as f64 / measured
+}
+
+/// Whether `policy` is a peer infergate is judged against: not infergate itself, nor one of its
+/// ablations, nor the oracle (a reference that reads the engines' true state).
+fn is_peer(policy: &str) -> bool {
+    policy != infergate_bench::runner::INFERGATE
+        && !policy.starts_with(infergate_bench::ablation::PREFIX)
+        && policy != infergate_bench::runner::GREEDY_ORACLE
 }
 
 /// The P99 TTFT of every policy against load, log y as seconds.
