@@ -181,8 +181,8 @@ fn the_flow_control_pages_examples_are_valid_configs() {
         .collect();
     assert_eq!(
         examples.len(),
-        2,
-        "the saturation and the band ceiling examples"
+        3,
+        "the saturation, the band ceiling and the overload examples"
     );
     for example in examples {
         let yaml = format!(
@@ -192,6 +192,14 @@ fn the_flow_control_pages_examples_are_valid_configs() {
         let fc = &resolved.flow_control;
         if example.contains("saturationCeiling") {
             assert_eq!(fc.bands[2].saturation_ceiling, Setting::set(1.0));
+        } else if example.contains("overload") {
+            // The page writes the defaults out: set, and equal to what leaving them out gives.
+            let o = &fc.overload;
+            let d = crate::gateway::ResolvedFlowControl::default().overload;
+            assert!(o.enabled.value && d.enabled.value && !o.enabled.is_default);
+            assert_eq!((o.interval.value, o.max_wait.value), (d.interval.value, d.max_wait.value));
+            assert_eq!(d.interval.value, std::time::Duration::from_secs(2));
+            assert_eq!(d.max_wait.value, std::time::Duration::from_secs(1));
         } else {
             assert_eq!(fc.saturation.running_requests_threshold, Some(120));
             assert_eq!(fc.bands[2].saturation_ceiling, Setting::default_value(0.75));
