@@ -18,6 +18,10 @@ const WITHOUT_OVERLOAD_RULE: &str = "infergate-without-overload-rule";
 /// Flow control whose detector ignores KV-cache use (waiting requests alone saturate).
 const WITHOUT_KV_SATURATION: &str = "infergate-without-kv-saturation";
 
+/// Flow control whose KV-cache signal holds requests at all times, as upstream's detector does,
+/// not only while the pool is overloaded.
+const WITHOUT_KV_ONLY_IN_OVERLOAD: &str = "infergate-without-kv-only-in-overload";
+
 /// What an ablation takes away.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Ablation {
@@ -35,6 +39,10 @@ pub fn ablation(name: &str) -> Option<Ablation> {
         WITHOUT_FLOW_CONTROL => Some(Ablation::FlowControl),
         WITHOUT_OVERLOAD_RULE => Some(Ablation::Gate(Tuning {
             without_overload_rule: true,
+            ..Tuning::default()
+        })),
+        WITHOUT_KV_ONLY_IN_OVERLOAD => Some(Ablation::Gate(Tuning {
+            kv_cache_always: true,
             ..Tuning::default()
         })),
         // Above any KV use an engine can report.
@@ -62,6 +70,7 @@ pub fn names() -> Vec<String> {
         WITHOUT_FLOW_CONTROL,
         WITHOUT_OVERLOAD_RULE,
         WITHOUT_KV_SATURATION,
+        WITHOUT_KV_ONLY_IN_OVERLOAD,
     ] {
         out.push(gate.to_owned());
     }

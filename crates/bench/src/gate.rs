@@ -55,6 +55,9 @@ impl FlowGate {
         if tuning.without_overload_rule {
             resolved.overload.enabled = Setting::set(false);
         }
+        if tuning.kv_cache_always {
+            resolved.overload.kv_cache_always = Setting::set(true);
+        }
         if let Some(c) = tuning.sheddable_ceiling {
             resolved.bands[band_index(Band::Sheddable)].saturation_ceiling = Setting::set(c);
         }

@@ -30,4 +30,7 @@ pub struct Tuning {
     pub kv_cache_threshold: Option<f64>,
     /// The overload rule off (the config's `overload.enabled: false`).
     pub without_overload_rule: bool,
+    /// KV-cache use holds requests at all times, not only in overload (the config's
+    /// `overload.kvCacheAlways: true`).
+    pub kv_cache_always: bool,
 }

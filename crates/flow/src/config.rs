@@ -28,12 +28,21 @@ pub struct BandLimits {
 /// the requests that are dispatched are the ones that can still be answered in time.
 ///
 /// Applies to the bands below Critical; Critical waits out its own TTL.
+///
+/// With `kv_only_in_overload`, KV-cache use holds Standard only while the pool is overloaded
+/// (a band below Critical backlogged for the interval; Sheddable and Critical are held against
+/// every signal at all times): a model server runs near its KV
+/// threshold while it still admits work, so holding requests on KV use alone leaves capacity
+/// unused below overload; in overload the same signal keeps the batches short enough for the
+/// answered requests' time per token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Overload {
     /// How long a band's queue must have stayed non-empty to count as overloaded.
     pub interval: Duration,
     /// How long a request of an overloaded band may wait.
     pub max_wait: Duration,
+    /// KV-cache use holds the bands below Critical only while the pool is overloaded.
+    pub kv_only_in_overload: bool,
 }
 
 /// Flow control settings of one pool.
@@ -92,6 +101,7 @@ impl FlowConfig {
             overload: f.overload.enabled.value.then_some(Overload {
                 interval: f.overload.interval.value,
                 max_wait: f.overload.max_wait.value,
+                kv_only_in_overload: !f.overload.kv_cache_always.value,
             }),
         }
     }

@@ -296,6 +296,19 @@ impl FlowController {
         out
     }
 
+    /// Whether a band below Critical has been backlogged (never empty) for the overload
+    /// interval at `now`.
+    fn overloaded(&self, now: Duration) -> bool {
+        let Some(rule) = self.config.overload else {
+            return false;
+        };
+        [Band::Standard, Band::Sheddable].into_iter().any(|b| {
+            self.bands[band_index(b)]
+                .backlogged_since
+                .is_some_and(|since| since + rule.interval <= now)
+        })
+    }
+
     /// The oldest request of `band` if the band is overloaded at `now` and that request has
     /// waited its overload wait.
     fn overdue_in_overload(&self, band: Band, now: Duration) -> Option<RequestId> {
@@ -385,9 +398,12 @@ impl FlowController {
         if !self.config.enabled {
             return true;
         }
+        // Read only for Standard (`PoolState::headroom_against`).
+        let kv_ignored =
+            self.config.overload.is_some_and(|o| o.kv_only_in_overload) && !self.overloaded(now);
         match self.current(now) {
             None => true,
-            Some(state) => state.band_headroom(band) > self.credit as f64,
+            Some(state) => state.headroom_against(band, kv_ignored) > self.credit as f64,
         }
     }
 

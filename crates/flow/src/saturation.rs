@@ -143,9 +143,28 @@ impl Detector {
         Some(batch.map_or(score, |b| b.max(score)))
     }
 
+    /// [`Self::lower_score`] without the KV-cache signal: the queue and the batch alone, or the
+    /// lower score itself for an endpoint that reports neither. `None` exactly when the score is.
+    pub fn queue_score(&self, e: &EndpointLoad) -> Option<f64> {
+        let lower = self.lower_score(e)?;
+        let parts = [
+            e.waiting.map(|w| w / self.queue_depth),
+            self.running.zip(e.running).map(|(t, r)| r / t),
+        ];
+        Some(
+            parts
+                .into_iter()
+                .flatten()
+                .filter(|s| s.is_finite())
+                .reduce(f64::max)
+                .unwrap_or(lower),
+        )
+    }
+
     /// The pool's state from every endpoint's load.
     pub fn observe(&self, endpoints: impl IntoIterator<Item = EndpointLoad>) -> PoolState {
         let (mut fresh, mut saturated, mut sum, mut lower_sum) = (0usize, 0usize, 0.0, 0.0);
+        let mut queue_sum = 0.0;
         let (mut min_q, mut max_q, mut waiting) = (f64::INFINITY, 0.0f64, 0.0);
         for e in endpoints {
             let Some(score) = self.score(&e) else {
@@ -153,7 +172,9 @@ impl Detector {
             };
             fresh += 1;
             sum += score;
-            lower_sum += self.lower_score(&e).unwrap_or(score);
+            let lower = self.lower_score(&e).unwrap_or(score);
+            lower_sum += lower;
+            queue_sum += self.queue_score(&e).unwrap_or(lower);
             if score >= 1.0 {
                 saturated += 1;
             }
@@ -169,6 +190,11 @@ impl Detector {
             saturation: if fresh > 0 { sum / fresh as f64 } else { 0.0 },
             lower_saturation: if fresh > 0 {
                 lower_sum / fresh as f64
+            } else {
+                0.0
+            },
+            queue_saturation: if fresh > 0 {
+                queue_sum / fresh as f64
             } else {
                 0.0
             },
@@ -198,6 +224,10 @@ pub struct PoolState {
     /// held against. Invariant: never below `saturation`, and equal to it when the detector
     /// counts no running requests.
     pub lower_saturation: f64,
+    /// Mean of [`Detector::queue_score`] over the same endpoints: `lower_saturation` without the
+    /// KV-cache signal, what Standard is held against while the pool is not overloaded
+    /// ([`crate::Overload`]). Invariant: never above `lower_saturation`.
+    pub queue_saturation: f64,
     /// Requests waiting over fresh endpoints.
     pub waiting: f64,
     /// Largest minus smallest waiting queue over fresh endpoints.
@@ -216,6 +246,7 @@ impl PoolState {
             saturated: 0,
             saturation: 0.0,
             lower_saturation: 0.0,
+            queue_saturation: 0.0,
             waiting: 0.0,
             queue_spread: 0.0,
             queue_depth: 1.0,
@@ -240,8 +271,17 @@ impl PoolState {
     /// it. Each request still counts as one more waiting request, so between observations the
     /// running signal is credited at the queue's rate, not its own.
     pub fn band_headroom(&self, band: Band) -> f64 {
+        self.headroom_against(band, false)
+    }
+
+    /// [`Self::band_headroom`], but for Standard measured from `queue_saturation` (KV-cache use
+    /// left out) when `kv_ignored`. Sheddable is held against every signal whatever the flag:
+    /// it is the band to give way first, and letting it in on a full KV cache would take the
+    /// room Critical and Standard arrive to.
+    pub fn headroom_against(&self, band: Band, kv_ignored: bool) -> f64 {
         let saturation = match band {
             Band::Critical => self.saturation,
+            Band::Standard if kv_ignored => self.queue_saturation,
             Band::Standard | Band::Sheddable => self.lower_saturation,
         };
         self.fresh as f64 * self.queue_depth * (self.ceilings[band_index(band)] - saturation)
@@ -303,6 +343,34 @@ mod tests {
         assert!((s.headroom(ceiling(Band::Critical)) - 7.5).abs() < 1e-9);
         assert_eq!(s.lower_saturation, s.saturation);
         assert!(!d.observe([stale]).is_known());
+    }
+
+    #[test]
+    fn the_queue_saturation_leaves_kv_use_out() {
+        let d = detector().with_running_threshold(Some(100.0));
+        let e = EndpointLoad {
+            running: Some(50.0),
+            ..load(1.0, 1.2)
+        };
+        // KV 1.5 × its threshold, the batch 0.5, the queue 0.2.
+        let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1e-12);
+        assert!(close(d.lower_score(&e), 1.5));
+        assert!(close(d.queue_score(&e), 0.5));
+        let kv_only = EndpointLoad {
+            waiting: None,
+            ..load(0.0, 0.4)
+        };
+        // Nothing but KV reported: the score itself, so the pool's means cover one set.
+        assert_eq!(d.queue_score(&kv_only), Some(0.5));
+        let s = d.observe([e, load(10.0, 0.0)]);
+        assert!((s.lower_saturation - 1.75).abs() < 1e-12);
+        assert!((s.queue_saturation - 1.25).abs() < 1e-12);
+        // Two endpoints × 5 × (1 − 1.25) against the queues alone, × (1 − 1.75) with KV.
+        assert!((s.headroom_against(Band::Standard, true) + 2.5).abs() < 1e-9);
+        assert!((s.headroom_against(Band::Standard, false) + 7.5).abs() < 1e-9);
+        for band in [Band::Critical, Band::Sheddable] {
+            assert_eq!(s.headroom_against(band, true), s.band_headroom(band));
+        }
     }
 
     #[test]

@@ -71,7 +71,7 @@ fn config() -> impl Strategy<Value = FlowConfig> {
         50..800u64,
         any::<bool>(),
         proptest::collection::vec(1..5u32, TENANTS as usize),
-        proptest::option::of((50..1_000u64, 20..800u64)),
+        proptest::option::of((50..1_000u64, 20..800u64, any::<bool>())),
     )
         .prop_map(
             |(bands, max_r, max_b, weighted, weights, overload)| FlowConfig {
@@ -94,9 +94,10 @@ fn config() -> impl Strategy<Value = FlowConfig> {
                     BTreeMap::new()
                 },
                 state_max_age: Duration::from_secs(1),
-                overload: overload.map(|(interval, wait)| Overload {
+                overload: overload.map(|(interval, wait, kv_only)| Overload {
                     interval: ms(interval),
                     max_wait: ms(wait),
+                    kv_only_in_overload: kv_only,
                 }),
             },
         )

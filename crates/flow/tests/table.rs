@@ -415,6 +415,7 @@ fn overloaded_controller() -> FlowController {
     cfg.overload = Some(infergate_flow::Overload {
         interval: ms(2_000),
         max_wait: ms(1_000),
+        kv_only_in_overload: false,
     });
     FlowController::new(cfg)
 }
@@ -487,4 +488,67 @@ fn a_sustained_backlog_refuses_what_waited_the_overload_wait_with_429() {
     assert_eq!(f.queued(Critical).requests, 4);
     // The next cut is request 13's (arrived at 3.25 s).
     assert_eq!(f.next_deadline(), Some(ms(4_250)));
+}
+
+/// A pool whose servers queue `queue` × the threshold and whose KV use reads `kv` × its own.
+fn pool_with(queue: f64, kv: f64) -> infergate_flow::PoolState {
+    let worse = queue.max(kv);
+    infergate_flow::PoolState {
+        queue_saturation: queue,
+        ..pool_at(worse)
+    }
+}
+
+#[test]
+fn kv_use_holds_standard_only_while_the_pool_is_overloaded() {
+    let rule = |kv_only_in_overload| {
+        let mut cfg = roomy();
+        cfg.overload = Some(infergate_flow::Overload {
+            interval: ms(2_000),
+            max_wait: ms(1_000),
+            kv_only_in_overload,
+        });
+        FlowController::new(cfg)
+    };
+    // Well packed, not queueing: KV at 1.5 × its threshold, queues at 0.2.
+    let packed = pool_with(0.2, 1.5);
+    let mut always = rule(false);
+    always.observe(packed, ms(0));
+    assert!(is_queued(
+        always.enqueue(req(1, Standard, "t", 1), ms(0)).unwrap()
+    ));
+    let mut f = rule(true);
+    f.observe(packed, ms(0));
+    assert_eq!(
+        f.enqueue(req(1, Standard, "t", 1), ms(0)),
+        Ok(Admission::DispatchNow)
+    );
+
+    // Queues full: Standard backlogs from 100 ms, and is overloaded from 2.1 s.
+    f.observe(pool_with(1.5, 1.5), ms(100));
+    assert!(is_queued(
+        f.enqueue(req(2, Standard, "t", 1), ms(100)).unwrap()
+    ));
+    assert!(is_queued(
+        f.enqueue(req(3, Standard, "t", 1), ms(1_800)).unwrap()
+    ));
+    f.observe(pool_with(1.5, 1.5), ms(1_800));
+    assert!(f.poll(ms(1_800)).is_empty());
+    // The queues drain but KV stays high: overloaded, so KV holds request 3, and the rule
+    // refuses request 2, which waited 2 s.
+    f.observe(packed, ms(2_100));
+    let d = f.poll(ms(2_100));
+    assert_eq!(rejected(&d), vec![(2, DropReason::Overloaded)]);
+    assert_eq!(f.queued(Standard).requests, 1);
+    // Request 3 is refused at 2.8 s; the queue is empty, the overload over, and the same
+    // well-packed pool takes a new request at once.
+    f.observe(packed, ms(2_800));
+    assert_eq!(
+        rejected(&f.poll(ms(2_800))),
+        vec![(3, DropReason::Overloaded)]
+    );
+    assert_eq!(
+        f.enqueue(req(4, Standard, "t", 1), ms(2_800)),
+        Ok(Admission::DispatchNow)
+    );
 }

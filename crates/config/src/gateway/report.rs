@@ -419,10 +419,16 @@ fn fmt_flow(f: &mut Formatter<'_>, fc: &ResolvedFlowControl) -> fmt::Result {
         "  overload",
         if o.enabled.value {
             format!(
-                "on{}: below Critical, a queue not empty for {} refuses (429) what waited {}",
+                "on{}: below Critical, a queue not empty for {} refuses (429) what waited {}; \
+                 KV-cache use holds Standard {}",
                 mark(o.enabled.is_default),
                 dur(o.interval),
-                dur(o.max_wait)
+                dur(o.max_wait),
+                if o.kv_cache_always.value {
+                    "at all times"
+                } else {
+                    "only while overloaded"
+                }
             )
         } else {
             "off: queued requests wait out their queueTtl".to_owned()

@@ -146,6 +146,10 @@ pub struct OverloadSpec {
     /// How long a request of an overloaded band may wait.
     #[serde(default)]
     pub max_wait: Option<GatewayDuration>,
+    /// KV-cache use holds Standard at all times, as upstream's detector does, instead of only
+    /// while the pool is overloaded (default false); Sheddable and Critical are held on it always.
+    #[serde(default)]
+    pub kv_cache_always: Option<bool>,
 }
 
 /// Fair sharing among tenants of a band.

@@ -46,6 +46,7 @@ pub fn pool_at(saturation: f64) -> PoolState {
         saturated: usize::from(saturation >= 1.0),
         saturation,
         lower_saturation: saturation,
+        queue_saturation: saturation,
         waiting: 5.0 * saturation,
         queue_spread: 0.0,
         queue_depth: 5.0,

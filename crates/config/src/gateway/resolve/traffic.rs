@@ -93,6 +93,8 @@ pub struct ResolvedOverload {
     pub interval: Setting<Duration>,
     /// How long a request of an overloaded band may wait.
     pub max_wait: Setting<Duration>,
+    /// KV-cache use holds Standard at all times, not only in overload.
+    pub kv_cache_always: Setting<bool>,
 }
 
 /// One band's limits.
@@ -185,6 +187,7 @@ impl ResolvedFlowControl {
                 enabled: Setting::or(o.enabled, defaults::OVERLOAD_ENABLED),
                 interval: Setting::or(o.interval.map(|t| t.get()), defaults::OVERLOAD_INTERVAL),
                 max_wait: Setting::or(o.max_wait.map(|t| t.get()), defaults::OVERLOAD_MAX_WAIT),
+                kv_cache_always: Setting::or(o.kv_cache_always, defaults::OVERLOAD_KV_CACHE_ALWAYS),
             },
         }
     }

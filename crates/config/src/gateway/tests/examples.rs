@@ -197,7 +197,11 @@ fn the_flow_control_pages_examples_are_valid_configs() {
             let o = &fc.overload;
             let d = crate::gateway::ResolvedFlowControl::default().overload;
             assert!(o.enabled.value && d.enabled.value && !o.enabled.is_default);
-            assert_eq!((o.interval.value, o.max_wait.value), (d.interval.value, d.max_wait.value));
+            assert!(!o.kv_cache_always.value && !d.kv_cache_always.value);
+            assert_eq!(
+                (o.interval.value, o.max_wait.value),
+                (d.interval.value, d.max_wait.value)
+            );
             assert_eq!(d.interval.value, std::time::Duration::from_secs(2));
             assert_eq!(d.max_wait.value, std::time::Duration::from_secs(1));
         } else {
