@@ -16,9 +16,11 @@
 //!   never ahead of a queued request of its own band;
 //! - a band dispatches only while the pool, credited with the requests dispatched and completed
 //!   since the last observation, is below the band's ceiling (the detector's, by default
-//!   [`ceiling`](crate::ceiling); read against [`PoolState::band_headroom`]) — or while nothing
-//!   current is known about the pool (no observation, one older than `state_max_age`, or no fresh
-//!   endpoint), when flow control fails open;
+//!   [`ceiling`](crate::ceiling); read against [`PoolState::headroom_against`], which leaves
+//!   KV-cache use out for Standard while the pool is not overloaded when the overload rule's
+//!   `kv_only_in_overload` says so) — or while nothing current is known about the pool (no
+//!   observation, one older than `state_max_age`, or no fresh endpoint), when flow control fails
+//!   open;
 //! - queued requests and bytes never exceed their band's caps nor the global caps;
 //! - no queued request outlives its deadline past the first `poll` at or after it;
 //! - a Sheddable request is refused (429, `rejected-saturated`) exactly when its band cannot

@@ -17,11 +17,13 @@ pub struct BenchArgs {
     /// Print the six seed rows as the HyperPod table lays them out (Δ vs round-robin).
     #[arg(long)]
     seed_table: bool,
-    /// Policies to compare (default: every one). `infergate-without-<part>` is infergate's
-    /// policy with one scorer, filter or `fresh-load` off (see --ablate).
+    /// Policies to compare (default: every one). `infergate` runs behind its own flow control,
+    /// as it ships; `infergate-without-<part>` is infergate with one scorer, filter,
+    /// `fresh-load`, or part of its flow control (`flow-control`, `overload-rule`,
+    /// `kv-saturation`, `kv-only-in-overload`) off (see --ablate).
     #[arg(long, value_delimiter = ',')]
     policies: Vec<String>,
-    /// Add every ablation of infergate's policy (one part off at a time) to the policies.
+    /// Add every ablation of infergate (one part off at a time) to the policies.
     #[arg(long)]
     ablate: bool,
     /// Replay this trace (Azure CSV, Mooncake JSONL with hash_ids, or an infergate capture from

@@ -1,7 +1,8 @@
 //! Flow control end to end: `infergate serve` in front of a simulated replica slow enough to
 //! saturate (an 8B model on an L4, two sequences at a time). Under a flood of Standard traffic,
 //! Critical requests all succeed, Sheddable ones are shed with 429, Retry-After and the dropped
-//! reason, and Standard requests queued past their TTL get 503.
+//! reason, and Standard requests queued past their TTL get 503; with the overload rule, Standard
+//! requests of a backlog that does not drain are refused with 429 long before their TTL.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -94,14 +95,15 @@ impl SlowPool {
     }
 }
 
-#[test]
-fn under_overload_critical_succeeds_sheddable_is_shed_and_standard_expires() {
-    let pool = SlowPool::start("flow", FLOOD_BANDS);
-    let (port, admin) = (pool.port, pool.admin);
-
-    // The flood: Standard clients that send again as soon as they are answered.
+/// The flood: [`FLOOD`] Standard clients that send again as soon as they are answered, until
+/// the returned flag is set; returns once the pool reads as saturated. Each thread yields its
+/// answers.
+fn flood_until_saturated(
+    port: u16,
+    admin: u16,
+) -> (Arc<AtomicBool>, Vec<thread::JoinHandle<Vec<Answer>>>) {
     let stop = Arc::new(AtomicBool::new(false));
-    let flood: Vec<_> = (0..FLOOD)
+    let flood = (0..FLOOD)
         .map(|_| {
             let stop = Arc::clone(&stop);
             thread::spawn(move || {
@@ -116,17 +118,56 @@ fn under_overload_critical_succeeds_sheddable_is_shed_and_standard_expires() {
     wait_for("the pool to saturate", || {
         common::metric(admin, "infergate_pool_saturation{pool=\"llama\"}") >= 1.0
     });
+    (stop, flood)
+}
+
+/// A 429's Retry-After: whole seconds, between 1 and 60.
+fn assert_retry_after(a: &Answer) {
+    let retry: u64 = a
+        .header("retry-after")
+        .expect("Retry-After")
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&retry), "{retry}");
+}
+
+/// Stops the flood and sorts what it got: some requests answered, some refused with `status`
+/// carrying `reason` (`x-llm-d-request-dropped-reason`) and the error `code`, and nothing else.
+/// Returns the refused ones.
+fn stop_and_sort(
+    stop: &AtomicBool,
+    flood: Vec<thread::JoinHandle<Vec<Answer>>>,
+    status: u16,
+    reason: &str,
+    code: &str,
+) -> Vec<Answer> {
+    stop.store(true, Ordering::Relaxed);
+    let (answered, refused): (Vec<Answer>, Vec<Answer>) = flood
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .partition(|a| a.status == 200);
+    assert!(!answered.is_empty(), "nothing got through");
+    assert!(!refused.is_empty(), "no request was refused with {reason}");
+    for a in &refused {
+        assert_eq!(a.status, status, "{}", a.body);
+        assert_eq!(a.header("x-llm-d-request-dropped-reason"), Some(reason));
+        assert!(a.body.contains(&format!("\"{code}\"")), "{}", a.body);
+    }
+    refused
+}
+
+#[test]
+fn under_overload_critical_succeeds_sheddable_is_shed_and_standard_expires() {
+    let pool = SlowPool::start("flow", FLOOD_BANDS);
+    let (port, admin) = (pool.port, pool.admin);
+
+    let (stop, flood) = flood_until_saturated(port, admin);
 
     // Sheddable traffic is shed at once.
     for _ in 0..5 {
         let a = chat(port, "Sheddable");
         assert_eq!(a.status, 429, "{}", a.body);
-        let retry: u64 = a
-            .header("retry-after")
-            .expect("Retry-After")
-            .parse()
-            .unwrap();
-        assert!((1..=60).contains(&retry), "{retry}");
+        assert_retry_after(&a);
         assert_eq!(
             a.header("x-llm-d-request-dropped-reason"),
             Some("rejected-saturated")
@@ -143,21 +184,9 @@ fn under_overload_critical_succeeds_sheddable_is_shed_and_standard_expires() {
         assert_eq!(a.status, 200, "{}", a.body);
     }
 
-    stop.store(true, Ordering::Relaxed);
-    let standard: Vec<Answer> = flood.into_iter().flat_map(|t| t.join().unwrap()).collect();
-    // Standard requests either got through or waited their whole TTL for capacity.
-    let expired: Vec<&Answer> = standard.iter().filter(|a| a.status == 503).collect();
-    assert!(standard.iter().any(|a| a.status == 200));
-    assert!(!expired.is_empty(), "no Standard request expired");
-    for a in &standard {
-        assert!(matches!(a.status, 200 | 503), "{} {}", a.status, a.body);
-    }
+    let expired = stop_and_sort(&stop, flood, 503, "rejected-ttl-expired", "queue_timeout");
+    // Those refused waited their whole TTL for capacity.
     for a in &expired {
-        assert_eq!(
-            a.header("x-llm-d-request-dropped-reason"),
-            Some("rejected-ttl-expired")
-        );
-        assert!(a.body.contains("\"queue_timeout\""), "{}", a.body);
         assert!(a.took() >= Duration::from_secs(1), "{:?}", a.took());
     }
 
@@ -186,46 +215,11 @@ fn a_sustained_backlog_refuses_what_waited_too_long_with_429_long_before_the_ttl
         "\n      - {name: Standard, queueTtl: 60s}\n    overload: {interval: 1s, maxWait: 500ms}";
     let pool = SlowPool::start("overload", flow);
     let (port, admin) = (pool.port, pool.admin);
-    let stop = Arc::new(AtomicBool::new(false));
-    let flood: Vec<_> = (0..FLOOD)
-        .map(|_| {
-            let stop = Arc::clone(&stop);
-            thread::spawn(move || {
-                let mut answers = Vec::new();
-                while !stop.load(Ordering::Relaxed) {
-                    answers.push(chat(port, "Standard"));
-                }
-                answers
-            })
-        })
-        .collect();
-    wait_for("the pool to saturate", || {
-        common::metric(admin, "infergate_pool_saturation{pool=\"llama\"}") >= 1.0
-    });
+    let (stop, flood) = flood_until_saturated(port, admin);
     thread::sleep(Duration::from_secs(6));
-    stop.store(true, Ordering::Relaxed);
-    let answers: Vec<Answer> = flood.into_iter().flat_map(|t| t.join().unwrap()).collect();
-    let refused: Vec<&Answer> = answers.iter().filter(|a| a.status == 429).collect();
-    assert!(
-        answers.iter().any(|a| a.status == 200),
-        "nothing got through"
-    );
-    assert!(!refused.is_empty(), "nothing was refused as overloaded");
-    for a in &answers {
-        assert!(matches!(a.status, 200 | 429), "{} {}", a.status, a.body);
-    }
+    let refused = stop_and_sort(&stop, flood, 429, "rejected-overloaded", "pool_overloaded");
     for a in &refused {
-        assert_eq!(
-            a.header("x-llm-d-request-dropped-reason"),
-            Some("rejected-overloaded")
-        );
-        assert!(a.body.contains("\"pool_overloaded\""), "{}", a.body);
-        let retry: u64 = a
-            .header("retry-after")
-            .expect("Retry-After")
-            .parse()
-            .unwrap();
-        assert!((1..=60).contains(&retry), "{retry}");
+        assert_retry_after(a);
         // It waited at least the overload wait, and nowhere near the TTL.
         assert!(a.took() >= Duration::from_millis(500), "{:?}", a.took());
         assert!(a.took() < Duration::from_secs(20), "{:?}", a.took());
