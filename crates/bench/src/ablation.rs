@@ -18,6 +18,10 @@ const WITHOUT_OVERLOAD_RULE: &str = "infergate-without-overload-rule";
 /// Flow control whose detector ignores KV-cache use (waiting requests alone saturate).
 const WITHOUT_KV_SATURATION: &str = "infergate-without-kv-saturation";
 
+/// Flow control whose detector ignores waiting requests (a queue-depth threshold no queue
+/// reaches).
+const WITHOUT_QUEUE_SATURATION: &str = "infergate-without-queue-saturation";
+
 /// Flow control whose KV-cache signal holds requests at all times, as upstream's detector does,
 /// not only while the pool is overloaded.
 const WITHOUT_KV_ONLY_IN_OVERLOAD: &str = "infergate-without-kv-only-in-overload";
@@ -39,6 +43,10 @@ pub fn ablation(name: &str) -> Option<Ablation> {
         WITHOUT_FLOW_CONTROL => Some(Ablation::FlowControl),
         WITHOUT_OVERLOAD_RULE => Some(Ablation::Gate(Tuning {
             without_overload_rule: true,
+            ..Tuning::default()
+        })),
+        WITHOUT_QUEUE_SATURATION => Some(Ablation::Gate(Tuning {
+            queue_depth_threshold: Some(u32::MAX),
             ..Tuning::default()
         })),
         WITHOUT_KV_ONLY_IN_OVERLOAD => Some(Ablation::Gate(Tuning {
@@ -70,6 +78,7 @@ pub fn names() -> Vec<String> {
         WITHOUT_FLOW_CONTROL,
         WITHOUT_OVERLOAD_RULE,
         WITHOUT_KV_SATURATION,
+        WITHOUT_QUEUE_SATURATION,
         WITHOUT_KV_ONLY_IN_OVERLOAD,
     ] {
         out.push(gate.to_owned());

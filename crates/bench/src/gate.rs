@@ -52,6 +52,9 @@ impl FlowGate {
         if let Some(kv) = tuning.kv_cache_threshold {
             resolved.saturation.kv_cache_threshold = Setting::set(kv);
         }
+        if let Some(depth) = tuning.queue_depth_threshold {
+            resolved.saturation.queue_depth_threshold = Setting::set(depth);
+        }
         if tuning.without_overload_rule {
             resolved.overload.enabled = Setting::set(false);
         }

@@ -28,6 +28,9 @@ pub struct Tuning {
     /// The detector's KV-cache threshold instead of the default (the config's
     /// `saturation.kvCacheThreshold`); above 1 the KV signal never saturates an endpoint.
     pub kv_cache_threshold: Option<f64>,
+    /// The detector's queue-depth threshold instead of the default (the config's
+    /// `saturation.queueDepthThreshold`).
+    pub queue_depth_threshold: Option<u32>,
     /// The overload rule off (the config's `overload.enabled: false`).
     pub without_overload_rule: bool,
     /// KV-cache use holds requests at all times, not only in overload (the config's
