@@ -420,7 +420,7 @@ fn fmt_flow(f: &mut Formatter<'_>, fc: &ResolvedFlowControl) -> fmt::Result {
         if o.enabled.value {
             format!(
                 "on{}: below Critical, a queue not empty for {} refuses (429) what waited {}; \
-                 KV-cache use holds Standard {}",
+                 KV-cache use holds Standard {}{}",
                 mark(o.enabled.is_default),
                 dur(o.interval),
                 dur(o.max_wait),
@@ -428,7 +428,8 @@ fn fmt_flow(f: &mut Formatter<'_>, fc: &ResolvedFlowControl) -> fmt::Result {
                     "at all times"
                 } else {
                     "only while overloaded"
-                }
+                },
+                mark(o.kv_cache_always.is_default)
             )
         } else {
             "off: queued requests wait out their queueTtl".to_owned()
