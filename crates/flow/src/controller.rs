@@ -314,23 +314,24 @@ impl FlowController {
     /// The oldest request of `band` if the band is overloaded at `now` and that request has
     /// waited its overload wait.
     fn overdue_in_overload(&self, band: Band, now: Duration) -> Option<RequestId> {
-        let at = self.overload_cut(band)?;
-        let (_, id) = self.bands[band_index(band)].by_deadline.first()?;
-        (at <= now).then_some(*id)
+        self.overload_cut(band)
+            .filter(|&(at, _)| at <= now)
+            .map(|(_, id)| id)
     }
 
-    /// When the overload rule refuses `band`'s oldest request if nothing else happens first:
-    /// once the queue has been backlogged for the interval and the request has waited its
-    /// overload wait. `None` for Critical, without the rule, or with nothing queued.
+    /// `band`'s oldest request and when the overload rule refuses it if nothing else happens
+    /// first: once the queue has been backlogged for the interval and the request has waited
+    /// its overload wait. `None` for Critical, without the rule, or with nothing queued.
     ///
     /// With one TTL per band, the first request by deadline is also the oldest by arrival.
-    fn overload_cut(&self, band: Band) -> Option<Duration> {
+    fn overload_cut(&self, band: Band) -> Option<(Duration, RequestId)> {
         let rule = self.config.overload.filter(|_| band != Band::Critical)?;
         let q = &self.bands[band_index(band)];
         let since = q.backlogged_since?;
-        let (_, id) = q.by_deadline.first()?;
-        let oldest = self.entries.get(id)?;
-        Some((since + rule.interval).max(oldest.enqueued_at + rule.max_wait))
+        let &(_, id) = q.by_deadline.first()?;
+        let oldest = self.entries.get(&id)?;
+        let at = (since + rule.interval).max(oldest.enqueued_at + rule.max_wait);
+        Some((at, id))
     }
 
     fn reject(
@@ -381,7 +382,11 @@ impl FlowController {
             .bands
             .iter()
             .filter_map(|q| q.by_deadline.first().map(|&(d, _)| d))
-            .chain(Band::ALL.into_iter().filter_map(|b| self.overload_cut(b)))
+            .chain(
+                Band::ALL
+                    .into_iter()
+                    .filter_map(|b| self.overload_cut(b).map(|(at, _)| at)),
+            )
             .min();
         let stale = self
             .observed

@@ -150,6 +150,15 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let seeds: Vec<u64> = (1..=args.seeds.max(1)).collect();
     let duration = Duration::from_secs(args.duration.unwrap_or(args.mode.default_duration()));
     let slo = slo_of(&args)?;
+    // What a capacity search or a sweep runs with (the first gateway count only).
+    let runs = Runs {
+        scenarios: &scenarios,
+        policies: &policies,
+        seeds: &seeds,
+        duration,
+        slo,
+        gateway_replicas: args.gateway_replicas[0],
+    };
     let virtual_only = |what: &str| -> anyhow::Result<()> {
         if args.mode == crate::bench_live::Mode::Live {
             bail!("{what} runs in virtual time: drop --mode live");
@@ -164,14 +173,6 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         if !loads.is_empty() {
             bail!("--capacity searches the load itself: drop --load");
         }
-        let runs = Runs {
-            scenarios: &scenarios,
-            policies: &policies,
-            seeds: &seeds,
-            duration,
-            slo,
-            gateway_replicas: args.gateway_replicas[0],
-        };
         if args.seed_table {
             print!("{}", seed_table_of(&runs)?);
         }
@@ -179,14 +180,6 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     if loads.len() > 1 {
         virtual_only("a load sweep")?;
-        let runs = Runs {
-            scenarios: &scenarios,
-            policies: &policies,
-            seeds: &seeds,
-            duration,
-            slo,
-            gateway_replicas: args.gateway_replicas[0],
-        };
         return sweep(&runs, &loads, &args);
     }
     let live = (args.mode == crate::bench_live::Mode::Live)
