@@ -26,6 +26,10 @@ const WITHOUT_QUEUE_SATURATION: &str = "infergate-without-queue-saturation";
 /// not only while the pool is overloaded.
 const WITHOUT_KV_ONLY_IN_OVERLOAD: &str = "infergate-without-kv-only-in-overload";
 
+/// Flow control whose detector reads a LoRA server's waiting count while requests in it wait
+/// for an adapter slot.
+const WITHOUT_ADAPTER_AWARE_QUEUES: &str = "infergate-without-adapter-aware-queues";
+
 /// What an ablation takes away.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Ablation {
@@ -51,6 +55,10 @@ pub fn ablation(name: &str) -> Option<Ablation> {
         })),
         WITHOUT_KV_ONLY_IN_OVERLOAD => Some(Ablation::Gate(Tuning {
             kv_cache_always: true,
+            ..Tuning::default()
+        })),
+        WITHOUT_ADAPTER_AWARE_QUEUES => Some(Ablation::Gate(Tuning {
+            counts_adapter_bound_queues: true,
             ..Tuning::default()
         })),
         // Above any KV use an engine can report.
@@ -80,6 +88,7 @@ pub fn names() -> Vec<String> {
         WITHOUT_KV_SATURATION,
         WITHOUT_QUEUE_SATURATION,
         WITHOUT_KV_ONLY_IN_OVERLOAD,
+        WITHOUT_ADAPTER_AWARE_QUEUES,
     ] {
         out.push(gate.to_owned());
     }

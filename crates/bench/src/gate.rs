@@ -6,7 +6,7 @@ use infergate_config::gateway::{Band, ResolvedFlowControl, Setting};
 use infergate_flow::{
     band_index, Admission, Detector, EndpointLoad, FlowConfig, FlowController, FlowRequest, Outcome,
 };
-use infergate_picker::ScrapedMetrics;
+use infergate_picker::{LoraInfo, ScrapedMetrics};
 use std::time::Duration;
 
 /// Bytes per token of the simulator's tokenizer: a request's body size for the byte caps.
@@ -71,7 +71,8 @@ impl FlowGate {
         }
         Self {
             flow: FlowController::new(config),
-            detector: Detector::from_resolved(&resolved),
+            detector: Detector::from_resolved(&resolved)
+                .counting_adapter_bound_queues(tuning.counts_adapter_bound_queues),
             last: vec![None; replicas],
             queue_depth: f64::from(resolved.saturation.queue_depth_threshold.value),
             prefill_threshold: tuning.prefill_tokens_threshold.map(|t| t.max(1)),
@@ -97,6 +98,10 @@ impl FlowGate {
                 waiting: metrics.waiting.map(|w| (w as f64).max(backlog)),
                 kv_usage: metrics.kv_usage,
                 running: metrics.running.map(|r| r as f64),
+                adapter_bound: metrics
+                    .lora
+                    .as_ref()
+                    .is_some_and(LoraInfo::waits_for_a_slot),
                 age: Duration::ZERO,
             };
             *slot = Some((load, metrics.scraped_at));

@@ -28,6 +28,7 @@
 //!     waiting: Some(5.0),
 //!     kv_usage: Some(0.1),
 //!     running: None,
+//!     adapter_bound: false,
 //!     age: Duration::ZERO,
 //! };
 //! flow.observe(detector.observe([busy]), t);

@@ -15,6 +15,14 @@
 //! gateway shortens the steps Critical requests land in, while Critical itself is still let in up
 //! to its own ceiling. Off by default: it trades throughput for Critical latency.
 //!
+//! A LoRA server whose adapter slots are all held by adapters with running requests, while
+//! requests for another adapter wait ([`EndpointLoad::adapter_bound`]), is read by its KV-cache
+//! use alone: its waiting count mixes requests blocked on a slot with requests waiting for batch
+//! room, and the metrics cannot tell them apart. A blocked request does not delay one whose
+//! adapter is resident (vLLM's scheduler steps past it), so counting it held traffic the server
+//! would have run at once: on a hot-set LoRA fleet at 90 % load the pool read as saturated,
+//! the overload rule refused a quarter of the requests and goodput fell below round-robin's.
+//!
 //! The detector runs when metrics land (the control plane), never per request: a request reads
 //! one small [`PoolState`] whatever the fleet's size.
 
@@ -50,6 +58,10 @@ pub struct EndpointLoad {
     /// Requests running in the model server (its batch); read only by a detector with a
     /// running-requests threshold.
     pub running: Option<f64>,
+    /// Every adapter slot of a LoRA server is held by an adapter with running requests, and
+    /// requests for another adapter wait: its waiting count is not read, only its KV-cache use
+    /// (the module's doc says why).
+    pub adapter_bound: bool,
     /// Age of the metrics.
     pub age: Duration,
 }
@@ -64,6 +76,9 @@ pub struct Detector {
     running: Option<f64>,
     /// Each band's ceiling, Critical, Standard, Sheddable. Invariant: non-increasing.
     ceilings: [f64; 3],
+    /// Whether an adapter-bound endpoint's waiting count is read as any other's (only to measure
+    /// what leaving it out does).
+    counts_adapter_bound_queues: bool,
 }
 
 impl Detector {
@@ -77,6 +92,23 @@ impl Detector {
             staleness,
             running: None,
             ceilings: default_ceilings(),
+            counts_adapter_bound_queues: false,
+        }
+    }
+
+    /// The same detector reading an adapter-bound endpoint's waiting count as any other's
+    /// (`true`), as a detector blind to LoRA residency does; only to measure the difference.
+    pub fn counting_adapter_bound_queues(mut self, counted: bool) -> Self {
+        self.counts_adapter_bound_queues = counted;
+        self
+    }
+
+    /// The waiting count the detector reads: none for an adapter-bound endpoint.
+    fn waiting(&self, e: &EndpointLoad) -> Option<f64> {
+        if e.adapter_bound && !self.counts_adapter_bound_queues {
+            None
+        } else {
+            e.waiting
         }
     }
 
@@ -120,7 +152,7 @@ impl Detector {
             return None;
         }
         let parts = [
-            e.waiting.map(|w| w / self.queue_depth),
+            self.waiting(e).map(|w| w / self.queue_depth),
             e.kv_usage.map(|k| k / self.kv_cache),
         ];
         parts
@@ -148,7 +180,7 @@ impl Detector {
     pub fn queue_score(&self, e: &EndpointLoad) -> Option<f64> {
         let lower = self.lower_score(e)?;
         let parts = [
-            e.waiting.map(|w| w / self.queue_depth),
+            self.waiting(e).map(|w| w / self.queue_depth),
             self.running.zip(e.running).map(|(t, r)| r / t),
         ];
         Some(
@@ -299,6 +331,7 @@ mod tests {
             waiting: Some(waiting),
             kv_usage: Some(kv),
             running: None,
+            adapter_bound: false,
             age: 10 * MS,
         }
     }
@@ -316,6 +349,7 @@ mod tests {
             waiting: None,
             kv_usage: Some(0.4),
             running: None,
+            adapter_bound: false,
             age: MS,
         };
         assert_eq!(d.score(&kv_only), Some(0.5));
@@ -371,6 +405,32 @@ mod tests {
         for band in [Band::Critical, Band::Sheddable] {
             assert_eq!(s.headroom_against(band, true), s.band_headroom(band));
         }
+    }
+
+    #[test]
+    fn an_adapter_bound_endpoint_is_read_by_its_kv_use_alone() {
+        let d = detector();
+        let bound = EndpointLoad {
+            adapter_bound: true,
+            ..load(15.0, 0.4)
+        };
+        // Its 15 waiting requests (3 × the threshold) are not read; KV 0.4 of 0.8 is.
+        assert_eq!(d.score(&bound), Some(0.5));
+        assert_eq!(d.lower_score(&bound), Some(0.5));
+        assert_eq!(d.queue_score(&bound), Some(0.5));
+        // The same load on an endpoint with a free slot, or read by a detector that counts
+        // adapter-bound queues, is saturated by its queue.
+        assert_eq!(d.score(&load(15.0, 0.4)), Some(3.0));
+        let counting = detector().counting_adapter_bound_queues(true);
+        assert_eq!(counting.score(&bound), Some(3.0));
+        assert_eq!(counting.queue_score(&bound), Some(3.0));
+        // In the pool, Standard keeps its headroom over the bound endpoint and an idle one:
+        // 2 endpoints × 5 × (1 − 0.25) against the queues alone.
+        let s = d.observe([bound, load(0.0, 0.0)]);
+        assert!((s.headroom_against(Band::Standard, true) - 7.5).abs() < 1e-9);
+        // Blind to the slots: 2 × 5 × (1 − 1.5), five completions before Standard goes.
+        let blind = counting.observe([bound, load(0.0, 0.0)]);
+        assert!((blind.headroom_against(Band::Standard, true) + 5.0).abs() < 1e-9);
     }
 
     #[test]

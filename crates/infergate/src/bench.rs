@@ -20,7 +20,8 @@ pub struct BenchArgs {
     /// Policies to compare (default: every one). `infergate` runs behind its own flow control,
     /// as it ships; `infergate-without-<part>` is infergate with one scorer, filter,
     /// `fresh-load`, or part of its flow control (`flow-control`, `overload-rule`,
-    /// `kv-saturation`, `queue-saturation`, `kv-only-in-overload`) off (see --ablate).
+    /// `kv-saturation`, `queue-saturation`, `kv-only-in-overload`,
+    /// `adapter-aware-queues`) off (see --ablate).
     #[arg(long, value_delimiter = ',')]
     policies: Vec<String>,
     /// Add every ablation of infergate (one part off at a time) to the policies.

@@ -89,6 +89,15 @@ impl LoraInfo {
     pub fn has_free_slot(&self) -> bool {
         self.distinct_adapters() < self.max_lora as usize
     }
+
+    /// Whether requests wait for an adapter slot: every slot is held by an adapter with running
+    /// requests (none can be evicted) and some waiting adapter is not among them. Then part of
+    /// the server's waiting queue waits for a slot, not for batch room.
+    pub fn waits_for_a_slot(&self) -> bool {
+        self.max_lora > 0
+            && self.running.len() >= self.max_lora as usize
+            && self.waiting.iter().any(|w| !self.running.contains(w))
+    }
 }
 
 /// One endpoint's scraped model-server metrics, with the time the scrape landed.
@@ -158,6 +167,28 @@ mod tests {
             waiting: vec!["b".into()],
         };
         assert!(!full.has_free_slot());
+    }
+
+    #[test]
+    fn requests_wait_for_a_slot_only_when_every_slot_runs_another_adapter() {
+        let info = |running: &[&str], waiting: &[&str]| LoraInfo {
+            max_lora: 2,
+            running: running.iter().map(|&a| a.into()).collect(),
+            waiting: waiting.iter().map(|&a| a.into()).collect(),
+        };
+        assert!(info(&["a", "b"], &["c"]).waits_for_a_slot());
+        assert!(info(&["a", "b"], &["a", "c"]).waits_for_a_slot());
+        // What waits has its adapter in the batch: it waits for batch room.
+        assert!(!info(&["a", "b"], &["a", "b"]).waits_for_a_slot());
+        // A slot is free (or holds an evictable adapter) for the waiting one.
+        assert!(!info(&["a"], &["c"]).waits_for_a_slot());
+        assert!(!info(&[], &["c"]).waits_for_a_slot());
+        // A server without LoRA slots.
+        let none = LoraInfo {
+            max_lora: 0,
+            ..info(&[], &["c"])
+        };
+        assert!(!none.waits_for_a_slot());
     }
 
     #[test]

@@ -30,7 +30,7 @@ use infergate_flow::{
     Admission as Answer, Decision, Detector, EndpointLoad, FlowConfig, FlowController, FlowRequest,
     Outcome, PoolState, QueueLength, Rejection, RequestId,
 };
-use infergate_picker::{EndpointId, Pool};
+use infergate_picker::{EndpointId, LoraInfo, Pool};
 use tokio::sync::{oneshot, Notify};
 
 use infergate_telemetry::metrics::{FlowBandLabels, FlowRejectionLabels, Metrics, PoolLabels};
@@ -215,6 +215,7 @@ impl Admission {
                 waiting: m.waiting.map(|w| w.saturating_add(added) as f64),
                 kv_usage: m.kv_usage,
                 running: m.running.map(|r| r as f64),
+                adapter_bound: m.lora.as_ref().is_some_and(LoraInfo::waits_for_a_slot),
                 age: m.age(now),
             })
         });

@@ -110,6 +110,47 @@ async fn a_request_queued_past_its_ttl_gets_503_with_the_dropped_reason() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_queue_waiting_for_an_adapter_slot_does_not_hold_standard() {
+    use infergate_picker::LoraInfo;
+    let (a, _) = admission("");
+    // Nine waiting of five, but every slot runs another adapter than one that waits: what
+    // waits for batch room cannot be told from what waits for a slot, and KV (0.1) has room.
+    let mut p = pool(9, Duration::ZERO);
+    let bound = ScrapedMetrics {
+        waiting: Some(9),
+        kv_usage: Some(0.1),
+        lora: Some(LoraInfo {
+            max_lora: 2,
+            running: vec!["a".into(), "b".into()],
+            waiting: vec!["c".into()],
+        }),
+        ..ScrapedMetrics::empty(Duration::ZERO)
+    };
+    p.update_metrics(EndpointId(1), bound.clone()).unwrap();
+    let state = a.observe(&p, &[], Duration::ZERO);
+    assert!((state.queue_saturation - 0.125).abs() < 1e-9, "{state:?}");
+    assert!(matches!(
+        a.enqueue(ask(Band::Standard)),
+        Ok(Admitted::Now(_))
+    ));
+    // Once what waits has its adapter in the batch, it waits for batch room: the nine count.
+    let runnable = ScrapedMetrics {
+        lora: Some(LoraInfo {
+            max_lora: 2,
+            running: vec!["a".into(), "b".into()],
+            waiting: vec!["a".into()],
+        }),
+        ..bound
+    };
+    p.update_metrics(EndpointId(1), runnable).unwrap();
+    a.observe(&p, &[], Duration::ZERO);
+    assert!(matches!(
+        a.enqueue(ask(Band::Standard)),
+        Ok(Admitted::Queued(_))
+    ));
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_stale_observation_lets_queued_requests_go() {
     let (a, _) = admission("");
     a.observe(&pool(9, Duration::ZERO), &[], Duration::ZERO);
