@@ -1,6 +1,7 @@
 //! Prints every fidelity anchor: measured, predicted, error. Optional args override the
-//! calibration: per_request_nanos overlap weight_eff mfu_scale kv_eff api_overhead_ms client_cv.
-use infergate_engine::anchors::{median_error, run_all, with_calibration};
+//! calibration: per_request_nanos overlap weight_eff mfu_scale kv_eff api_overhead_ms client_cv
+//! [moe_compute_efficiency].
+use infergate_engine::anchors::{run_all, summary, with_calibration, Split};
 use infergate_engine::step_time::Calibration;
 use std::time::Duration;
 
@@ -12,13 +13,14 @@ fn main() {
         .skip(1)
         .filter_map(|a| a.parse().ok())
         .collect();
-    let results = if args.len() == 7 {
+    let results = if args.len() == 7 || args.len() == 8 {
         let cal = Calibration {
             per_request_nanos: args[0],
             prefill_overlap_penalty: args[1],
             weight_bandwidth_efficiency: args[2],
             mfu_scale: args[3],
             kv_bandwidth_efficiency: args[4],
+            moe_compute_efficiency: args.get(7).copied().unwrap_or(1.0),
         };
         with_calibration(
             cal,
@@ -39,5 +41,13 @@ fn main() {
             r.error() * 100.0
         );
     }
-    println!("median |error| {:.1}%", median_error(&results) * 100.0);
+    for split in [Split::Fitting, Split::HeldOut] {
+        let s = summary(&results, split);
+        println!(
+            "{}: median |error| {:.1}% over {}",
+            split.label(),
+            s.median_error * 100.0,
+            s.anchors
+        );
+    }
 }

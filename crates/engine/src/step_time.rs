@@ -76,6 +76,10 @@ pub struct Calibration {
     pub kv_bandwidth_efficiency: f64,
     /// Multiplies every GPU's prefill MFU.
     pub mfu_scale: f64,
+    /// Multiplies the prefill MFU of mixture-of-experts models on top of `mfu_scale`: their
+    /// expert GEMMs are many small grouped ones, slower per FLOP than a dense layer's. 1 counts
+    /// an MoE layer's active FLOPs at the dense rate.
+    pub moe_compute_efficiency: f64,
 }
 
 impl Calibration {
@@ -86,6 +90,7 @@ impl Calibration {
         weight_bandwidth_efficiency: 0.8,
         kv_bandwidth_efficiency: 0.5,
         mfu_scale: 1.0,
+        moe_compute_efficiency: 1.0,
     };
 }
 
@@ -100,6 +105,7 @@ impl Calibration {
         weight_bandwidth_efficiency: 0.88,
         kv_bandwidth_efficiency: 0.5,
         mfu_scale: 1.4,
+        moe_compute_efficiency: 1.0,
     };
 }
 
@@ -159,6 +165,11 @@ impl StepTimeModel {
             attention_flops_per_pair: 4.0 * layers * model.attention_width() as f64,
             flops_per_second: profile.gpu.prefill_mfu
                 * calibration.mfu_scale
+                * if model.moe.is_some() {
+                    calibration.moe_compute_efficiency
+                } else {
+                    1.0
+                }
                 * profile.peak_flops(),
             kv_bytes_per_token: profile.kv_bytes_per_token_per_gpu(),
             kv_read_divisor: calibration.kv_bandwidth_efficiency * profile.gpu.hbm_bandwidth,

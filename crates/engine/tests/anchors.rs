@@ -1,13 +1,26 @@
-//! Every measured anchor of the reference, reproduced in virtual time within its tolerance
-//! (±10 %, ±15 % for saturation throughput), and the median error at or below 7 %.
+//! The fidelity anchors: the reference's own within their tolerance, every published one run on
+//! the profile it names, the sets split as the rule says, and the out-of-sample error held at
+//! the level measured (the goal, 10 %, is not met yet: docs/simulator.md says where it misses).
 
 #![allow(clippy::unwrap_used)]
 
-use infergate_engine::anchors::{median_error, run_all};
+use infergate_engine::anchors::{fit, median_error, run_all, summary, Measure, Split, PUBLISHED};
+use infergate_engine::profile::Profile;
+use std::collections::BTreeMap;
+
+/// The reference's anchors (reference/simulator.md): those the shipped constants were fitted to
+/// in the first wave, from its two sources.
+fn is_reference(source: &str) -> bool {
+    source.starts_with("inference-perf KubeCon") || source.starts_with("reference/simulator.md")
+}
 
 #[test]
-fn every_anchor_is_within_tolerance() {
-    let results = run_all();
+fn every_reference_anchor_is_within_tolerance() {
+    let results: Vec<_> = run_all()
+        .into_iter()
+        .filter(|r| is_reference(r.source))
+        .collect();
+    assert_eq!(results.len(), 20);
     let misses: Vec<String> = results
         .iter()
         .filter(|r| r.error().abs() > r.tolerance)
@@ -29,4 +42,79 @@ fn every_anchor_is_within_tolerance() {
     );
     let median = median_error(&results);
     assert!(median <= 0.07, "median error {:.1} %", median * 100.0);
+}
+
+#[test]
+fn every_published_anchor_runs_on_the_profile_it_names() {
+    for p in PUBLISHED {
+        let setups = match p.measure {
+            Measure::Figure(x, _) => vec![x.setup],
+            Measure::Ratio(a, b, _) => vec![a.setup, b.setup],
+        };
+        for s in setups {
+            // An unknown triple would run on the instant profile and measure nothing.
+            assert!(
+                Profile::lookup(s.model, s.gpu, s.tp).is_ok(),
+                "{}: {}/{}/tp{}",
+                p.experiment,
+                s.model,
+                s.gpu,
+                s.tp
+            );
+        }
+        assert!(
+            p.measured > 0.0 && p.measured.is_finite(),
+            "{}",
+            p.experiment
+        );
+        assert!(!p.source.is_empty(), "{}", p.experiment);
+    }
+}
+
+#[test]
+fn each_source_holds_out_at_least_as_many_anchors_as_it_fits() {
+    let mut by_source: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    for p in PUBLISHED {
+        let e = by_source.entry(p.source).or_default();
+        match p.split {
+            Split::Fitting => e.0 += 1,
+            Split::HeldOut => e.1 += 1,
+        }
+    }
+    for (source, (fitting, held)) in by_source {
+        assert!(
+            held >= fitting,
+            "{source}: {fitting} fitting, {held} held out"
+        );
+    }
+    assert!(PUBLISHED.len() + 20 >= 40);
+}
+
+#[test]
+fn the_calibration_search_never_runs_a_held_out_anchor() {
+    let results = fit::fitting_results(
+        infergate_engine::step_time::Calibration::FITTED,
+        std::time::Duration::from_millis(19),
+    );
+    assert!(!results.is_empty());
+    assert!(!fit::reads_held_out(&results));
+}
+
+#[test]
+fn the_out_of_sample_error_stays_where_it_was_measured() {
+    let results = run_all();
+    let held = summary(&results, Split::HeldOut);
+    let fitted = summary(&results, Split::Fitting);
+    assert!(held.anchors >= 20, "{held:?}");
+    // Measured 20.6 % (docs/simulator.md): a guard against getting worse, not the goal.
+    assert!(
+        held.median_error <= 0.22,
+        "held-out median {:.1} %",
+        held.median_error * 100.0
+    );
+    assert!(
+        fitted.median_error <= 0.08,
+        "fitted median {:.1} %",
+        fitted.median_error * 100.0
+    );
 }

@@ -74,6 +74,7 @@ pub fn sweep_markdown(reports: &[ScenarioReport]) -> String {
         "\n### {} — load sweep\n\nfleet capacity {:.1} req/s, {} s of arrivals per point, median of seeds {:?} (each P99 with its range over seeds)\n\n",
         first.scenario, first.capacity_rps, first.duration_s, first.seeds
     );
+    out.push_str(&crate::bench_tables::fidelity_note(&first.scenario));
     out.push_str("| load | policy | TTFT p50 | p95 | p99 (seeds' range) | TPOT p99 | goodput req/s | tok/s | unanswered | refused |\n|---|---|---|---|---|---|---|---|---|---|\n");
     for r in reports {
         for p in &r.results {
@@ -189,6 +190,10 @@ pub fn capacity_markdown(
         "\n### {scenario} — capacity at SLO (TTFT p99 ≤ {} ms{tpot})\n\nfleet capacity {:.1} req/s\n\n| policy | capacity (load) | req/s | vs round-robin | GPUs saved vs round-robin |\n|---|---|---|---|---|\n",
         slo.ttft.as_millis(),
         offered.capacity_rps
+    );
+    out.insert_str(
+        out.find("| policy |").unwrap_or(out.len()),
+        &crate::bench_tables::fidelity_note(scenario),
     );
     let rr = results.iter().find(|c| c.policy == "round-robin");
     for c in results {

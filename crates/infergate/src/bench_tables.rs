@@ -4,6 +4,48 @@
 use infergate_bench::report::{band_table, markdown_table};
 use infergate_bench::scenario::Scenario;
 use infergate_bench::suite::ScenarioReport;
+use infergate_engine::anchors::{self, Summary};
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+/// The held-out anchors' error per simulator profile, run once per process (about 4 s).
+fn held_out_by_profile() -> &'static BTreeMap<String, Summary> {
+    static HELD: OnceLock<BTreeMap<String, Summary>> = OnceLock::new();
+    HELD.get_or_init(|| anchors::by_profile(&anchors::run_all(), anchors::Split::HeldOut))
+}
+
+/// A line naming each profile of `scenario`'s fleet whose simulated figures are not backed by
+/// held-out anchors within 20 % (`sim --list-profiles` has the same column); empty when every
+/// one is, or for a fleet that is not a named scenario's.
+pub fn fidelity_note(scenario: &str) -> String {
+    let Some(s) = infergate_bench::scenario::by_id(scenario) else {
+        return String::new();
+    };
+    let mut flagged = Vec::new();
+    for kind in &s.fleet {
+        let st = &kind.settings;
+        let (Some(model), Some(gpu)) = (st.model.as_deref(), st.gpu.as_deref()) else {
+            continue;
+        };
+        let profile = format!("{model}/{gpu}/tp{}", st.tp.unwrap_or(1));
+        match held_out_by_profile().get(&profile) {
+            None => flagged.push(format!("{profile} (no held-out anchor)")),
+            Some(h) if h.flagged() => flagged.push(format!(
+                "{profile} (held-out error {:.0} %)",
+                h.median_error * 100.0
+            )),
+            Some(_) => {}
+        }
+    }
+    if flagged.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "⚠ simulator fidelity not established for {} (`infergate sim --anchors`).\n\n",
+            flagged.join(", ")
+        )
+    }
+}
 
 /// A scenario's heading (with its gateway replicas when there are several), load line and
 /// table.
@@ -13,13 +55,14 @@ pub fn scenario_markdown(r: &ScenarioReport) -> String {
         n => format!(", {n} gateway replicas"),
     };
     format!(
-        "\n### {}{gateways}\n\nfleet capacity {:.1} req/s, offered {:.1} req/s ({:.0} %), {} s of arrivals, median of seeds {:?}\n\n{}",
+        "\n### {}{gateways}\n\nfleet capacity {:.1} req/s, offered {:.1} req/s ({:.0} %), {} s of arrivals, median of seeds {:?}\n\n{}{}",
         r.scenario,
         r.capacity_rps,
         r.rate_rps,
         r.load * 100.0,
         r.duration_s,
         r.seeds,
+        fidelity_note(&r.scenario),
         markdown_table(&r.results, "round-robin")
     ) + &match band_table(&r.results) {
         t if t.is_empty() => t,

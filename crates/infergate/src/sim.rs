@@ -76,9 +76,13 @@ pub struct SimArgs {
     /// Print every profile with its derived figures and exit.
     #[arg(long)]
     list_profiles: bool,
-    /// Run the fidelity anchors in virtual time, print predicted against measured, and exit.
+    /// Run the fidelity anchors in virtual time, print predicted against measured (fitted and
+    /// held-out sets, each with its median error), and exit.
     #[arg(long)]
     anchors: bool,
+    /// With --anchors: print the sets' summaries and every anchor as one JSON object.
+    #[arg(long, requires = "anchors")]
+    json: bool,
     #[command(flatten)]
     faults: crate::sim_faults::FaultArgs,
 }
@@ -129,7 +133,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         return crate::profiles::list_profiles();
     }
     if args.anchors {
-        return crate::profiles::anchors();
+        return crate::profiles::anchors(args.json);
     }
     let plans = plans(&args)?;
     if plans.is_empty() {

@@ -20,6 +20,53 @@ fn list_profiles_prints_every_reference_row_and_instant() {
         .count();
     assert_eq!(rows, 16, "{text}");
     assert!(text.contains("qwen3-235b-a22b-fp8/h100/tp8"));
+    // The fidelity column: a profile with held-out anchors shows its error, one without is
+    // flagged.
+    let row = |p: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("| {p} |")))
+            .unwrap()
+    };
+    assert!(
+        row("qwen3-32b/a100-80/tp2")
+            .trim_end()
+            .ends_with("% over 2 |"),
+        "{text}"
+    );
+    assert!(
+        row("llama-3.1-8b/l4/tp1").contains("⚠ no held-out anchor"),
+        "{text}"
+    );
+}
+
+#[test]
+fn anchors_json_reports_both_sets_and_the_held_out_one_per_gpu_and_model() {
+    let out = infergate()
+        .args(["sim", "--anchors", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let fitted = v["fitted"]["anchors"].as_u64().unwrap();
+    let held = v["held_out"]["anchors"].as_u64().unwrap();
+    assert!(fitted >= 20 && held >= 20 && fitted + held >= 40, "{v}");
+    let median = v["held_out"]["median_error"].as_f64().unwrap();
+    assert!(median > 0.0 && median < 1.0, "{median}");
+    for key in ["by_gpu", "by_model"] {
+        let groups = v["held_out"][key].as_object().unwrap();
+        assert!(groups.len() >= 3, "{key}: {groups:?}");
+        let total: u64 = groups
+            .values()
+            .map(|g| g["anchors"].as_u64().unwrap())
+            .sum();
+        assert_eq!(total, held, "{key}");
+    }
+    assert!(v["held_out"]["by_gpu"]["a100-80"]["median_error"].is_f64());
+    let anchors = v["anchors"].as_array().unwrap();
+    assert_eq!(anchors.len() as u64, fitted + held);
+    assert!(anchors
+        .iter()
+        .all(|a| !a["source"].as_str().unwrap().is_empty()));
 }
 
 #[test]

@@ -1,37 +1,14 @@
-//! The measured anchors of `reference/simulator.md`, each re-created as a virtual-time
-//! experiment, so the simulator's fidelity is a number anyone can reproduce
-//! (`infergate sim --anchors`) and a test can hold it to.
-//!
-//! Where a source leaves a workload detail open, the assumption is written next to the anchor.
+//! The measured anchors of `reference/simulator.md`: the inference-perf KubeCon NA 2025 demo's
+//! stages (Llama-3-8B on one H100), and four single points from other sources.
 
+use super::{client_cv_override, engine, AnchorResult, Split};
 use crate::drive::{quantile, run, Arrival, RunRecord};
-use crate::engine::{Engine, NewRequest};
-use crate::profile::Profile;
-use crate::EngineConfig;
+use crate::engine::NewRequest;
 use infergate_rng::SplitMix64;
 use std::time::Duration;
 
-/// One measured figure and what the simulator predicts for it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AnchorResult {
-    /// Which experiment.
-    pub experiment: &'static str,
-    /// Which figure (`TTFT p50 ms`, ...).
-    pub figure: &'static str,
-    /// The measured value.
-    pub measured: f64,
-    /// The simulator's value.
-    pub predicted: f64,
-    /// Allowed relative error.
-    pub tolerance: f64,
-}
-
-impl AnchorResult {
-    /// Signed relative error of the prediction.
-    pub fn error(&self) -> f64 {
-        (self.predicted - self.measured) / self.measured
-    }
-}
+const KUBECON: &str = "inference-perf KubeCon NA 2025 demo (reference/simulator.md): Llama-3-8B-Instruct, 1× H100-80GB, vLLM 0.11, max-model-len 512, shared_prefix workload, constant-rate 60 s stages";
+const REFERENCE: &str = "reference/simulator.md, \"Other points\"";
 
 /// The inference-perf `shared_prefix` workload of the KubeCon NA 2025 demo: 10 system prompts
 /// of 128 tokens × 10 questions of 64 tokens each, output 64 tokens with `ignore_eos`, sent at a
@@ -39,7 +16,7 @@ impl AnchorResult {
 fn shared_prefix_arrivals(rate: f64, duration: Duration, seed: u64) -> Vec<Arrival> {
     let mut rng = SplitMix64::new(seed);
     let count = (rate * duration.as_secs_f64()) as usize;
-    let cv = OVERRIDE.with(|o| o.get()).map_or(CLIENT_CV, |k| k.2);
+    let cv = client_cv_override().unwrap_or(CLIENT_CV);
     let mut t = 0.0f64;
     (0..count)
         .map(|i| {
@@ -79,38 +56,6 @@ fn unique_prompt(len: u32, base: u32, output: u32) -> NewRequest {
 /// Erlang-3 (CV 0.58); a perfect clock would leave the 170 req/s stage, at 96 % of capacity,
 /// with no queue at all, which the measurement (55 ms against 32 ms at 128 req/s) contradicts.
 const CLIENT_CV: f64 = 0.58;
-
-type Knobs = (crate::step_time::Calibration, Duration, f64);
-
-thread_local! {
-    static OVERRIDE: std::cell::Cell<Option<Knobs>> = const { std::cell::Cell::new(None) };
-}
-
-/// Runs the anchors with other constants (for the calibration search): step-time constants,
-/// API overhead and the client's inter-arrival coefficient of variation.
-pub fn with_calibration<T>(
-    calibration: crate::step_time::Calibration,
-    api_overhead: Duration,
-    client_cv: f64,
-    f: impl FnOnce() -> T,
-) -> T {
-    OVERRIDE.with(|o| o.set(Some((calibration, api_overhead, client_cv))));
-    let out = f();
-    OVERRIDE.with(|o| o.set(None));
-    out
-}
-
-fn engine(profile: &str, gpu: &str, tp: u32, edit: impl FnOnce(&mut EngineConfig)) -> Engine {
-    let profile = Profile::lookup(profile, gpu, tp).unwrap_or_else(|_| Profile::instant());
-    let mut config = EngineConfig::new(profile);
-    config.report_every_token = true;
-    if let Some((calibration, overhead, _)) = OVERRIDE.with(|o| o.get()) {
-        config.calibration = calibration;
-        config.api_overhead = overhead;
-    }
-    edit(&mut config);
-    Engine::new(config)
-}
 
 /// The measurement window: requests sent after the warm-up, up to the end of the stage.
 const STAGE: Duration = Duration::from_secs(60);
@@ -190,8 +135,8 @@ fn summarize(record: &RunRecord) -> Stage {
     }
 }
 
-/// Every anchor, run. Takes a few seconds of CPU.
-pub fn run_all() -> Vec<AnchorResult> {
+/// The reference's anchors, run.
+pub(super) fn run_all() -> Vec<AnchorResult> {
     let mut results = Vec::new();
     let kubecon: [(&'static str, f64, bool, [f64; 3], bool); 7] = [
         (
@@ -252,6 +197,11 @@ pub fn run_all() -> Vec<AnchorResult> {
             measured: ttft,
             predicted: stage.ttft_p50_ms,
             tolerance: 0.10,
+            split: Split::Fitting,
+            gpu: "h100",
+            model: "llama-3.1-8b",
+            tp: 1,
+            source: KUBECON,
         });
         results.push(AnchorResult {
             experiment: name,
@@ -259,6 +209,11 @@ pub fn run_all() -> Vec<AnchorResult> {
             measured: itl,
             predicted: stage.itl_mean_ms,
             tolerance: 0.10,
+            split: Split::Fitting,
+            gpu: "h100",
+            model: "llama-3.1-8b",
+            tp: 1,
+            source: KUBECON,
         });
         if saturated {
             results.push(AnchorResult {
@@ -267,6 +222,11 @@ pub fn run_all() -> Vec<AnchorResult> {
                 measured: achieved,
                 predicted: stage.achieved_rps,
                 tolerance: 0.15,
+                split: Split::Fitting,
+                gpu: "h100",
+                model: "llama-3.1-8b",
+                tp: 1,
+                source: KUBECON,
             });
         }
     }
@@ -291,6 +251,11 @@ fn single_stream_itl() -> AnchorResult {
         measured: 13.3,
         predicted: itl,
         tolerance: 0.10,
+        split: Split::HeldOut,
+        gpu: "a100-40",
+        model: "llama-3.1-8b",
+        tp: 1,
+        source: REFERENCE,
     }
 }
 
@@ -333,6 +298,16 @@ fn closed_loop_tpot() -> Vec<AnchorResult> {
                 measured,
                 predicted: mean,
                 tolerance: 0.10,
+                // Chosen before the fit: one of the pair held out.
+                split: if concurrency == 1 {
+                    Split::HeldOut
+                } else {
+                    Split::Fitting
+                },
+                gpu: "h100",
+                model: "llama-3.1-8b",
+                tp: 1,
+                source: REFERENCE,
             }
         })
         .collect()
@@ -370,11 +345,10 @@ fn prefix_hit_ratio() -> AnchorResult {
         measured: 7.0,
         predicted: ttft(0) / ttft(1),
         tolerance: 0.10,
+        split: Split::HeldOut,
+        gpu: "h100",
+        model: "qwen3-32b",
+        tp: 2,
+        source: REFERENCE,
     }
-}
-
-/// Median absolute relative error over `results`.
-pub fn median_error(results: &[AnchorResult]) -> f64 {
-    let mut errors: Vec<f64> = results.iter().map(|r| r.error().abs()).collect();
-    quantile(&mut errors, 0.5).unwrap_or(f64::NAN)
 }

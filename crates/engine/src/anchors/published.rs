@@ -1,0 +1,493 @@
+//! Published measurements beyond the reference's own: vLLM benchmark outputs from public
+//! repositories, and TensorRT-LLM's performance tables as ratios between GPUs.
+//!
+//! The set of each anchor was chosen before any fit, by one rule: within each source, in the
+//! order listed, anchors alternate held-out, fitting, held-out, … so every source has at least
+//! as many held-out anchors as fitting ones.
+//!
+//! Assumptions common to the GPUStack rows: `vllm bench serve --dataset-name random` sends every
+//! request at once (`--request-rate inf`, no concurrency cap), with fixed lengths (range ratio
+//! 0; the result blocks' token totals show every output generated in full); the server runs vLLM
+//! v0.11's defaults (prefix caching and chunked prefill on); random prompts share no prefix.
+//! The short-prompt rows (128 in, 4 out, 1,000 requests at once) are left out: there the chat
+//! endpoint's own per-request work, which the simulator does not model beyond a fixed API
+//! overhead, sets the duration (49.6 s for 1,000 requests of 132 tokens on an A100).
+
+use super::workload::{Experiment, Figure, Lengths, Load, Measure, Published, Setup};
+use super::Split::{Fitting, HeldOut};
+
+const GPUSTACK_32B_H100: &str = "GPUStack Performance Lab, \"Optimizing Qwen3-32B Throughput on NVIDIA H100 GPUs\" (github.com/gpustack/gpustack docs/performance-lab/qwen3-32b/h100.md), vLLM v0.11.0 baseline `vllm serve Qwen/Qwen3-32B` (one GPU, BF16)";
+const GPUSTACK_32B_A100: &str = "GPUStack Performance Lab, \"Optimizing Qwen3-32B Throughput on NVIDIA A100 GPUs\" (github.com/gpustack/gpustack docs/performance-lab/qwen3-32b/a100.md), vLLM v0.11.0 baseline `vllm serve Qwen/Qwen3-32B` (one A100 SXM 80GB, BF16)";
+const GPUSTACK_235B_H100: &str = "GPUStack Performance Lab, \"Optimizing Qwen3-235B-A22B Throughput on NVIDIA H100 GPUs\" (github.com/gpustack/gpustack docs/performance-lab/qwen3-235b-a22b/h100.md), vLLM v0.11.0 baseline `vllm serve Qwen/Qwen3-235B-A22B-Instruct-2507 -tp 8` (BF16)";
+const GPUSTACK_235B_H100_FP8: &str = "GPUStack Performance Lab, \"Optimizing Qwen3-235B-A22B Throughput on NVIDIA H100 GPUs\" (github.com/gpustack/gpustack docs/performance-lab/qwen3-235b-a22b/h100.md), vLLM v0.11.0 optimized `vllm serve Qwen/Qwen3-235B-A22B-Instruct-2507-FP8 -tp 4 --max-num-batched-tokens 16384`";
+const GPUSTACK_235B_A100: &str = "GPUStack Performance Lab, \"Optimizing Qwen3-235B-A22B Throughput on NVIDIA A100 GPUs\" (github.com/gpustack/gpustack docs/performance-lab/qwen3-235b-a22b/a100.md), vLLM v0.11.0 baseline `vllm serve Qwen/Qwen3-235B-A22B-Instruct-2507 -tp 8` (BF16)";
+const LAMBDA: &str = "Lambda, vllm-benchmark result files (github.com/LambdaLabsML/vllm-benchmark results/prompt_<N>/<GPU>/…_len2000.json), `benchmark_serving.py` on ShareGPT at request rate inf, `--max-model-len 2000 --max-num-seqs 256`; vLLM v0.6.0 with multi-step scheduling inferred from the streamed chunks. Lengths of the 10-prompt runs are the result file's own";
+const LAMBDA_320: &str = "Lambda, vllm-benchmark result files (github.com/LambdaLabsML/vllm-benchmark results/prompt_320/…_len2000.json), 320 ShareGPT prompts at request rate inf, `--max-model-len 2000 --max-num-seqs 256`. Assumed: lengths uniform within ±90 % of the file's means (the file has the totals, not the distribution); some requests returned no tokens, so the measured throughput is low if anything";
+const VLLM_CI: &str = "vLLM nightly performance benchmark, latency test `latency_llama8B_tp1` on A100-SXM4-80GB (\"Input length: 32 tokens. Output length: 128 tokens. Batch size: fixed (8)\"), mean latency 1585.43 ms";
+const MUSGRAVE: &str = "J. Musgrave, \"vLLM throughput-latency sweep on NVIDIA A100\" (A100 40GB, `vllm bench serve --random-input-len 1024 --random-output-len 128 --ignore-eos --max-concurrency C --num-prompts 20·C`): \"Batching buys throughput almost for free up to a concurrency of 8, a 6.6x gain\"";
+const QWEN_SPEED: &str = "Qwen2.5 speed benchmark (github.com/QwenLM/Qwen2.5 docs/source/benchmark/speed_benchmark.rst), vLLM 0.6.3 on A100 80GB, Qwen2.5-32B-Instruct BF16 on 2 GPUs, one request generating 2048 tokens, speed = 2048 / total time (prefill included); `gpu_memory_utilization=0.9`, max_model_len 32768 (65536 for the 63,488-token row, 131,072 with vLLM 0.6.2 for the 129,024-token row). Qwen2.5-32B stands in for Qwen3-32B: the same 64 layers, hidden size 5,120 and 8 KV heads (40 query heads against 64, FFN 27,648 against 25,600; 32.5B against 32.8B parameters)";
+const TRTLLM_8B: &str = "TensorRT-LLM performance overview (github.com/NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md), Llama 3.1 8B FP8, `trtllm-bench throughput`, fixed lengths, total output tok/s of H200 TP1 over H100 TP1. TensorRT-LLM, not vLLM: only the ratio between GPUs is compared. Assumed: 1,000 requests sent at once";
+const TRTLLM_70B: &str = "TensorRT-LLM performance overview (github.com/NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md), Llama 3.3 70B FP8 (Llama 3.1 70B's geometry), `trtllm-bench throughput`, fixed lengths, total output tok/s of one H200 over two H100 at TP2. TensorRT-LLM, not vLLM: only the ratio is compared. Assumed: 1,000 requests sent at once";
+
+/// Every request sent at once, no cap.
+const fn burst(requests: usize) -> Load {
+    Load::Closed {
+        concurrency: requests,
+        requests,
+    }
+}
+
+const fn x(setup: Setup, load: Load, lengths: Lengths) -> Experiment {
+    Experiment {
+        setup,
+        load,
+        lengths,
+    }
+}
+
+const fn figure(
+    experiment: &'static str,
+    e: Experiment,
+    f: Figure,
+    measured: f64,
+    split: super::Split,
+    source: &'static str,
+) -> Published {
+    Published {
+        experiment,
+        measure: Measure::Figure(e, f),
+        measured,
+        split,
+        tolerance: 0.20,
+        source,
+    }
+}
+
+const fn ratio(
+    experiment: &'static str,
+    a: Experiment,
+    b: Experiment,
+    f: Figure,
+    measured: f64,
+    split: super::Split,
+    source: &'static str,
+) -> Published {
+    Published {
+        experiment,
+        measure: Measure::Ratio(a, b, f),
+        measured,
+        split,
+        tolerance: 0.20,
+        source,
+    }
+}
+
+const Q32_H100: Setup = Setup::new("qwen3-32b", "h100", 1);
+const Q32_A100: Setup = Setup::new("qwen3-32b", "a100-80", 1);
+const Q235_H100: Setup = Setup::new("qwen3-235b-a22b", "h100", 8);
+const Q235_H100_FP8: Setup = Setup::new("qwen3-235b-a22b-fp8", "h100", 4).batched_tokens(16_384);
+const Q235_A100: Setup = Setup::new("qwen3-235b-a22b", "a100-80", 8);
+const L8_A100: Setup = Setup::new("llama-3.1-8b", "a100-80", 1)
+    .max_model_len(2_000)
+    .max_num_seqs(256);
+const L70_A100: Setup = Setup::new("llama-3.1-70b", "a100-80", 4)
+    .max_model_len(2_000)
+    .max_num_seqs(256);
+
+const VERY_LONG: Lengths = Lengths::Fixed(32_000, 100);
+const LONG: Lengths = Lengths::Fixed(4_000, 200);
+const MEDIUM: Lengths = Lengths::Fixed(2_000, 100);
+
+/// The 10 ShareGPT prompts of Lambda's `prompt_10` runs, `(input, output)` as the result files
+/// list them.
+const LAMBDA_10: &[(u32, u32)] = &[
+    (13, 120),
+    (25, 507),
+    (27, 233),
+    (10, 194),
+    (329, 101),
+    (29, 741),
+    (399, 9),
+    (328, 3),
+    (4, 6),
+    (205, 31),
+];
+
+/// The published anchors, in source order.
+pub const PUBLISHED: &[Published] = &[
+    // Qwen3-32B on one H100.
+    figure(
+        "Qwen3-32B H100, 32k in × 100 at once",
+        x(Q32_H100, burst(100), VERY_LONG),
+        Figure::TotalTokensPerSecond,
+        2_771.81,
+        HeldOut,
+        GPUSTACK_32B_H100,
+    ),
+    figure(
+        "Qwen3-32B H100, 4k in × 500 at once",
+        x(Q32_H100, burst(500), LONG),
+        Figure::TotalTokensPerSecond,
+        2_148.69,
+        Fitting,
+        GPUSTACK_32B_H100,
+    ),
+    figure(
+        "Qwen3-32B H100, 2k in × 500 at once",
+        x(Q32_H100, burst(500), MEDIUM),
+        Figure::TotalTokensPerSecond,
+        3_195.30,
+        HeldOut,
+        GPUSTACK_32B_H100,
+    ),
+    figure(
+        "Qwen3-32B H100, 32k in × 100 at once",
+        x(Q32_H100, burst(100), VERY_LONG),
+        Figure::TpotMeanMs,
+        43.42,
+        Fitting,
+        GPUSTACK_32B_H100,
+    ),
+    // Qwen3-32B on one A100.
+    figure(
+        "Qwen3-32B A100, 32k in × 100 at once",
+        x(Q32_A100, burst(100), VERY_LONG),
+        Figure::TotalTokensPerSecond,
+        1_798.45,
+        HeldOut,
+        GPUSTACK_32B_A100,
+    ),
+    figure(
+        "Qwen3-32B A100, 4k in × 500 at once",
+        x(Q32_A100, burst(500), LONG),
+        Figure::TotalTokensPerSecond,
+        1_837.08,
+        Fitting,
+        GPUSTACK_32B_A100,
+    ),
+    figure(
+        "Qwen3-32B A100, 2k in × 500 at once",
+        x(Q32_A100, burst(500), MEDIUM),
+        Figure::TotalTokensPerSecond,
+        2_521.38,
+        HeldOut,
+        GPUSTACK_32B_A100,
+    ),
+    figure(
+        "Qwen3-32B A100, 32k in × 100 at once",
+        x(Q32_A100, burst(100), VERY_LONG),
+        Figure::TpotMeanMs,
+        67.87,
+        Fitting,
+        GPUSTACK_32B_A100,
+    ),
+    // Qwen3-235B-A22B BF16 on 8× H100.
+    figure(
+        "Qwen3-235B H100 TP8, 32k in × 100 at once",
+        x(Q235_H100, burst(100), VERY_LONG),
+        Figure::TotalTokensPerSecond,
+        22_657.51,
+        HeldOut,
+        GPUSTACK_235B_H100,
+    ),
+    figure(
+        "Qwen3-235B H100 TP8, 4k in × 500 at once",
+        x(Q235_H100, burst(500), LONG),
+        Figure::TotalTokensPerSecond,
+        21_113.53,
+        Fitting,
+        GPUSTACK_235B_H100,
+    ),
+    figure(
+        "Qwen3-235B H100 TP8, 2k in × 500 at once",
+        x(Q235_H100, burst(500), MEDIUM),
+        Figure::TotalTokensPerSecond,
+        23_858.69,
+        HeldOut,
+        GPUSTACK_235B_H100,
+    ),
+    figure(
+        "Qwen3-235B H100 TP8, 4k in × 500 at once",
+        x(Q235_H100, burst(500), LONG),
+        Figure::TpotMeanMs,
+        68.94,
+        Fitting,
+        GPUSTACK_235B_H100,
+    ),
+    // Qwen3-235B-A22B FP8 on 4× H100.
+    figure(
+        "Qwen3-235B FP8 H100 TP4, 32k in × 100 at once",
+        x(Q235_H100_FP8, burst(100), VERY_LONG),
+        Figure::TotalTokensPerSecond,
+        15_366.32,
+        HeldOut,
+        GPUSTACK_235B_H100_FP8,
+    ),
+    figure(
+        "Qwen3-235B FP8 H100 TP4, 4k in × 500 at once",
+        x(Q235_H100_FP8, burst(500), LONG),
+        Figure::TotalTokensPerSecond,
+        16_478.79,
+        Fitting,
+        GPUSTACK_235B_H100_FP8,
+    ),
+    figure(
+        "Qwen3-235B FP8 H100 TP4, 2k in × 500 at once",
+        x(Q235_H100_FP8, burst(500), MEDIUM),
+        Figure::TotalTokensPerSecond,
+        18_950.04,
+        HeldOut,
+        GPUSTACK_235B_H100_FP8,
+    ),
+    // Qwen3-235B-A22B BF16 on 8× A100.
+    figure(
+        "Qwen3-235B A100 TP8, 32k in × 100 at once",
+        x(Q235_A100, burst(100), VERY_LONG),
+        Figure::TotalTokensPerSecond,
+        6_657.49,
+        HeldOut,
+        GPUSTACK_235B_A100,
+    ),
+    figure(
+        "Qwen3-235B A100 TP8, 4k in × 500 at once",
+        x(Q235_A100, burst(500), LONG),
+        Figure::TotalTokensPerSecond,
+        8_170.72,
+        Fitting,
+        GPUSTACK_235B_A100,
+    ),
+    figure(
+        "Qwen3-235B A100 TP8, 2k in × 500 at once",
+        x(Q235_A100, burst(500), MEDIUM),
+        Figure::TotalTokensPerSecond,
+        9_342.67,
+        HeldOut,
+        GPUSTACK_235B_A100,
+    ),
+    // Lambda, A100-80GB.
+    figure(
+        "8B A100, 10 ShareGPT prompts at once",
+        x(L8_A100, burst(10), Lengths::Exact(LAMBDA_10)),
+        Figure::TpotMedianMs,
+        11.96,
+        HeldOut,
+        LAMBDA,
+    ),
+    figure(
+        "70B A100 TP4, 10 ShareGPT prompts at once",
+        x(L70_A100, burst(10), Lengths::Exact(LAMBDA_10)),
+        Figure::TpotMedianMs,
+        29.55,
+        Fitting,
+        LAMBDA,
+    ),
+    figure(
+        "8B A100, 320 ShareGPT prompts at once",
+        x(
+            L8_A100,
+            burst(320),
+            Lengths::Spread {
+                input: 205,
+                output: 204,
+                spread: 0.9,
+            },
+        ),
+        Figure::OutputTokensPerSecond,
+        3_107.49,
+        HeldOut,
+        LAMBDA_320,
+    ),
+    figure(
+        "70B A100 TP4, 320 ShareGPT prompts at once",
+        x(
+            L70_A100,
+            burst(320),
+            Lengths::Spread {
+                input: 205,
+                output: 174,
+                spread: 0.9,
+            },
+        ),
+        Figure::OutputTokensPerSecond,
+        1_196.05,
+        Fitting,
+        LAMBDA_320,
+    ),
+    // vLLM CI, A100-80GB.
+    figure(
+        "8B A100, batch 8, 32 in / 128 out",
+        x(
+            Setup::new("llama-3.1-8b", "a100-80", 1),
+            burst(8),
+            Lengths::Fixed(32, 128),
+        ),
+        Figure::E2eMeanSeconds,
+        1.585,
+        HeldOut,
+        VLLM_CI,
+    ),
+    // A100-40GB concurrency sweep.
+    ratio(
+        "8B A100-40GB, concurrency 8 over 1",
+        x(
+            Setup::new("llama-3.1-8b", "a100-40", 1),
+            Load::Closed {
+                concurrency: 8,
+                requests: 160,
+            },
+            Lengths::Fixed(1_024, 128),
+        ),
+        x(
+            Setup::new("llama-3.1-8b", "a100-40", 1),
+            Load::Closed {
+                concurrency: 1,
+                requests: 20,
+            },
+            Lengths::Fixed(1_024, 128),
+        ),
+        Figure::OutputTokensPerSecond,
+        6.6,
+        HeldOut,
+        MUSGRAVE,
+    ),
+    // Qwen's speed benchmark: one long prompt at a time on two A100s.
+    figure(
+        "32B A100 TP2, one 30,720-token prompt, 2048 out",
+        x(
+            Setup::new("qwen3-32b", "a100-80", 2).max_model_len(32_768),
+            burst(1),
+            Lengths::Fixed(30_720, 2_048),
+        ),
+        Figure::OutputTokensPerSecond,
+        31.82,
+        HeldOut,
+        QWEN_SPEED,
+    ),
+    figure(
+        "32B A100 TP2, one 63,488-token prompt, 2048 out",
+        x(
+            Setup::new("qwen3-32b", "a100-80", 2).max_model_len(65_536),
+            burst(1),
+            Lengths::Fixed(63_488, 2_048),
+        ),
+        Figure::OutputTokensPerSecond,
+        24.45,
+        Fitting,
+        QWEN_SPEED,
+    ),
+    figure(
+        "32B A100 TP2, one 129,024-token prompt, 2048 out",
+        x(
+            Setup::new("qwen3-32b", "a100-80", 2).max_model_len(131_072),
+            burst(1),
+            Lengths::Fixed(129_024, 2_048),
+        ),
+        Figure::OutputTokensPerSecond,
+        14.31,
+        HeldOut,
+        QWEN_SPEED,
+    ),
+    // TensorRT-LLM ratios, H200 over H100.
+    ratio(
+        "8B FP8 H200 / H100, 128 in / 2048 out",
+        x(
+            Setup::new("llama-3.1-8b-fp8", "h200", 1),
+            burst(1_000),
+            Lengths::Fixed(128, 2_048),
+        ),
+        x(
+            Setup::new("llama-3.1-8b-fp8", "h100", 1),
+            burst(1_000),
+            Lengths::Fixed(128, 2_048),
+        ),
+        Figure::OutputTokensPerSecond,
+        26_221.0 / 22_714.0,
+        HeldOut,
+        TRTLLM_8B,
+    ),
+    ratio(
+        "8B FP8 H200 / H100, 2048 in / 2048 out",
+        x(
+            Setup::new("llama-3.1-8b-fp8", "h200", 1),
+            burst(1_000),
+            Lengths::Fixed(2_048, 2_048),
+        ),
+        x(
+            Setup::new("llama-3.1-8b-fp8", "h100", 1),
+            burst(1_000),
+            Lengths::Fixed(2_048, 2_048),
+        ),
+        Figure::OutputTokensPerSecond,
+        12_194.0 / 9_305.0,
+        Fitting,
+        TRTLLM_8B,
+    ),
+    ratio(
+        "8B FP8 H200 / H100, 5000 in / 500 out",
+        x(
+            Setup::new("llama-3.1-8b-fp8", "h200", 1),
+            burst(1_000),
+            Lengths::Fixed(5_000, 500),
+        ),
+        x(
+            Setup::new("llama-3.1-8b-fp8", "h100", 1),
+            burst(1_000),
+            Lengths::Fixed(5_000, 500),
+        ),
+        Figure::OutputTokensPerSecond,
+        3_902.0 / 3_459.0,
+        HeldOut,
+        TRTLLM_8B,
+    ),
+    ratio(
+        "8B FP8 H200 / H100, 20000 in / 2000 out",
+        x(
+            Setup::new("llama-3.1-8b-fp8", "h200", 1),
+            burst(1_000),
+            Lengths::Fixed(20_000, 2_000),
+        ),
+        x(
+            Setup::new("llama-3.1-8b-fp8", "h100", 1),
+            burst(1_000),
+            Lengths::Fixed(20_000, 2_000),
+        ),
+        Figure::OutputTokensPerSecond,
+        1_804.0 / 1_351.0,
+        Fitting,
+        TRTLLM_8B,
+    ),
+    ratio(
+        "70B FP8 H200 TP1 / H100 TP2, 1000 in / 1000 out",
+        x(
+            Setup::new("llama-3.1-70b-fp8", "h200", 1),
+            burst(1_000),
+            Lengths::Fixed(1_000, 1_000),
+        ),
+        x(
+            Setup::new("llama-3.1-70b-fp8", "h100", 2),
+            burst(1_000),
+            Lengths::Fixed(1_000, 1_000),
+        ),
+        Figure::OutputTokensPerSecond,
+        2_909.0 / 4_205.0,
+        HeldOut,
+        TRTLLM_70B,
+    ),
+    ratio(
+        "70B FP8 H200 TP1 / H100 TP2, 20000 in / 2000 out",
+        x(
+            Setup::new("llama-3.1-70b-fp8", "h200", 1),
+            burst(1_000),
+            Lengths::Fixed(20_000, 2_000),
+        ),
+        x(
+            Setup::new("llama-3.1-70b-fp8", "h100", 2),
+            burst(1_000),
+            Lengths::Fixed(20_000, 2_000),
+        ),
+        Figure::OutputTokensPerSecond,
+        283.0 / 437.0,
+        Fitting,
+        TRTLLM_70B,
+    ),
+];

@@ -1,0 +1,368 @@
+//! A published measurement as data: the server it ran on, the load a benchmark client put on it,
+//! the figure it reported; and the same experiment run in virtual time.
+
+use super::{engine, AnchorResult, Split};
+use crate::drive::{quantile, run, Arrival, RunRecord};
+use crate::engine::NewRequest;
+use crate::EngineConfig;
+use infergate_rng::SplitMix64;
+use std::time::Duration;
+
+/// The server a measurement ran on.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Setup {
+    /// Model, as profiles name it.
+    pub model: &'static str,
+    /// GPU kind, as profiles name it.
+    pub gpu: &'static str,
+    /// Tensor parallelism.
+    pub tp: u32,
+    /// `--max-num-seqs`, where the source sets it (else the profile's default).
+    pub max_num_seqs: Option<u32>,
+    /// `--max-model-len`, where the source sets it.
+    pub max_model_len: Option<u32>,
+    /// KV blocks of 16 tokens, where the source's KV budget is known and smaller than the
+    /// profile's (a KV-pressure experiment).
+    pub num_gpu_blocks: Option<u32>,
+    /// `--max-num-batched-tokens`, where the source sets it.
+    pub max_num_batched_tokens: Option<u32>,
+}
+
+impl Setup {
+    /// `model` on `gpu` at `tp` with vLLM's defaults.
+    pub const fn new(model: &'static str, gpu: &'static str, tp: u32) -> Setup {
+        Setup {
+            model,
+            gpu,
+            tp,
+            max_num_seqs: None,
+            max_model_len: None,
+            num_gpu_blocks: None,
+            max_num_batched_tokens: None,
+        }
+    }
+
+    /// The same with `--max-num-seqs`.
+    pub const fn max_num_seqs(mut self, n: u32) -> Setup {
+        self.max_num_seqs = Some(n);
+        self
+    }
+
+    /// The same with `--max-model-len`.
+    pub const fn max_model_len(mut self, n: u32) -> Setup {
+        self.max_model_len = Some(n);
+        self
+    }
+
+    /// The same with `--max-num-batched-tokens`.
+    pub const fn batched_tokens(mut self, n: u32) -> Setup {
+        self.max_num_batched_tokens = Some(n);
+        self
+    }
+
+    /// The same with a KV cache of `blocks` blocks.
+    pub const fn kv_blocks(mut self, blocks: u32) -> Setup {
+        self.num_gpu_blocks = Some(blocks);
+        self
+    }
+
+    fn apply(&self, c: &mut EngineConfig) {
+        if let Some(n) = self.max_num_seqs {
+            c.max_num_seqs = n;
+            c.max_num_batched_tokens = c.max_num_batched_tokens.max(n);
+        }
+        if let Some(n) = self.max_model_len {
+            c.max_model_len = n;
+        }
+        if let Some(n) = self.num_gpu_blocks {
+            c.num_gpu_blocks = n;
+        }
+        if let Some(n) = self.max_num_batched_tokens {
+            c.max_num_batched_tokens = n;
+        }
+    }
+}
+
+/// How the benchmark client loaded the server.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Load {
+    /// `requests` requests, at most `concurrency` in flight (`--max-concurrency`; a client that
+    /// sends all at once when it equals `requests`).
+    Closed {
+        /// Requests in flight at most.
+        concurrency: usize,
+        /// Requests in all.
+        requests: usize,
+    },
+    /// `requests` requests sent as a Poisson process of `per_second` (`--request-rate`).
+    Poisson {
+        /// Mean arrivals per second.
+        per_second: f64,
+        /// Requests in all.
+        requests: usize,
+    },
+}
+
+/// The lengths of the requests, in tokens (each output generated in full: `ignore_eos`, or
+/// the lengths a source's own result file records).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Lengths {
+    /// Every request `input` tokens in and `output` out (`--dataset-name random` with its
+    /// default range ratio 0).
+    Fixed(u32, u32),
+    /// Each length drawn uniformly from `mean × (1 ± spread)` (`--random-range-ratio`), for a
+    /// source that gives only means.
+    Spread {
+        /// Mean prompt length.
+        input: u32,
+        /// Mean output length.
+        output: u32,
+        /// Relative half-width, below 1.
+        spread: f64,
+    },
+    /// The `(input, output)` of each request, from the source's result file, in order.
+    Exact(&'static [(u32, u32)]),
+}
+
+/// A figure a benchmark reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Figure {
+    /// Mean time to first token, ms.
+    TtftMeanMs,
+    /// Median time to first token, ms.
+    TtftMedianMs,
+    /// Mean time per output token after the first, ms (vLLM's TPOT).
+    TpotMeanMs,
+    /// Median of the requests' TPOT, ms.
+    TpotMedianMs,
+    /// Mean gap between consecutive tokens, ms (vLLM's ITL).
+    ItlMeanMs,
+    /// Output tokens per second over the run.
+    OutputTokensPerSecond,
+    /// Prompt and output tokens per second over the run.
+    TotalTokensPerSecond,
+    /// Requests finished per second over the run.
+    RequestsPerSecond,
+    /// Mean end-to-end latency, s.
+    E2eMeanSeconds,
+}
+
+impl Figure {
+    /// How the table names it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Figure::TtftMeanMs => "TTFT mean ms",
+            Figure::TtftMedianMs => "TTFT p50 ms",
+            Figure::TpotMeanMs => "TPOT mean ms",
+            Figure::TpotMedianMs => "TPOT p50 ms",
+            Figure::ItlMeanMs => "ITL mean ms",
+            Figure::OutputTokensPerSecond => "output tok/s",
+            Figure::TotalTokensPerSecond => "total tok/s",
+            Figure::RequestsPerSecond => "req/s",
+            Figure::E2eMeanSeconds => "E2E mean s",
+        }
+    }
+
+    /// The figure from a run's record; NaN when the run has nothing to measure it on.
+    fn of(self, record: &RunRecord, lengths: &[(u32, u32)]) -> f64 {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let done: Vec<_> = record
+            .requests
+            .iter()
+            .filter(|r| r.finished.is_some())
+            .collect();
+        let mean = |v: &[f64]| {
+            if v.is_empty() {
+                f64::NAN
+            } else {
+                v.iter().sum::<f64>() / v.len() as f64
+            }
+        };
+        // The benchmark's duration: from the first request sent to the last one finished.
+        let start = record
+            .requests
+            .iter()
+            .map(|r| r.sent)
+            .min()
+            .unwrap_or_default();
+        let span = record.end.saturating_sub(start).as_secs_f64();
+        let per_second = |n: f64| if span > 0.0 { n / span } else { f64::NAN };
+        match self {
+            Figure::TtftMeanMs => mean(
+                &done
+                    .iter()
+                    .filter_map(|r| r.ttft())
+                    .map(ms)
+                    .collect::<Vec<_>>(),
+            ),
+            Figure::TtftMedianMs => {
+                let mut v: Vec<f64> = done.iter().filter_map(|r| r.ttft()).map(ms).collect();
+                quantile(&mut v, 0.5).unwrap_or(f64::NAN)
+            }
+            Figure::TpotMeanMs => mean(
+                &done
+                    .iter()
+                    .filter_map(|r| r.tpot())
+                    .map(ms)
+                    .collect::<Vec<_>>(),
+            ),
+            Figure::TpotMedianMs => {
+                let mut v: Vec<f64> = done.iter().filter_map(|r| r.tpot()).map(ms).collect();
+                quantile(&mut v, 0.5).unwrap_or(f64::NAN)
+            }
+            Figure::ItlMeanMs => mean(&record.itl) * 1e3,
+            Figure::OutputTokensPerSecond => {
+                per_second(done.iter().map(|r| f64::from(r.output_tokens)).sum())
+            }
+            Figure::TotalTokensPerSecond => {
+                let prompt: f64 = record
+                    .requests
+                    .iter()
+                    .zip(lengths)
+                    .filter(|(r, _)| r.finished.is_some())
+                    .map(|(_, &(input, _))| f64::from(input))
+                    .sum();
+                per_second(prompt + done.iter().map(|r| f64::from(r.output_tokens)).sum::<f64>())
+            }
+            Figure::RequestsPerSecond => per_second(done.len() as f64),
+            Figure::E2eMeanSeconds => mean(
+                &done
+                    .iter()
+                    .filter_map(|r| r.finished.map(|f| (f - r.sent).as_secs_f64()))
+                    .collect::<Vec<_>>(),
+            ),
+        }
+    }
+}
+
+/// One experiment: a server, a load, lengths.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Experiment {
+    /// The server.
+    pub setup: Setup,
+    /// The client.
+    pub load: Load,
+    /// The requests' lengths.
+    pub lengths: Lengths,
+}
+
+impl Experiment {
+    /// The figure this experiment predicts (seed 1: the same run each time).
+    pub fn predict(&self, figure: Figure) -> f64 {
+        let setup = self.setup;
+        let mut e = engine(setup.model, setup.gpu, setup.tp, |c| setup.apply(c));
+        let mut rng = SplitMix64::new(1);
+        let (count, cap) = match self.load {
+            Load::Closed {
+                concurrency,
+                requests,
+            } => (requests, concurrency),
+            Load::Poisson { requests, .. } => (requests, usize::MAX),
+        };
+        let lengths: Vec<(u32, u32)> = match self.lengths {
+            Lengths::Fixed(input, output) => vec![(input, output); count],
+            Lengths::Spread {
+                input,
+                output,
+                spread,
+            } => {
+                let mut draw = |mean: u32| -> u32 {
+                    let lo = f64::from(mean) * (1.0 - spread);
+                    let width = f64::from(mean) * 2.0 * spread;
+                    (lo + rng.next_f64() * width).round().max(1.0) as u32
+                };
+                (0..count).map(|_| (draw(input), draw(output))).collect()
+            }
+            Lengths::Exact(list) => list.iter().copied().cycle().take(count).collect(),
+        };
+        let mut t = 0.0f64;
+        let arrivals: Vec<Arrival> = lengths
+            .iter()
+            .enumerate()
+            .map(|(i, &(input, output))| {
+                let at = match self.load {
+                    Load::Closed { .. } => 0.0,
+                    Load::Poisson { per_second, .. } => {
+                        t += -(1.0 - rng.next_f64()).ln() / per_second;
+                        t
+                    }
+                };
+                // Distinct token ranges: no two prompts share a cached block.
+                let base = (i as u32).wrapping_mul(1_000_003);
+                let prompt: Vec<u32> = (0..input).map(|k| base.wrapping_add(k)).collect();
+                Arrival {
+                    at: Duration::from_secs_f64(at),
+                    request: NewRequest::from_tokens(&prompt, output),
+                }
+            })
+            .collect();
+        let record = run(&mut e, arrivals, cap, Duration::from_secs(24 * 3600));
+        figure.of(&record, &lengths)
+    }
+}
+
+/// What was measured: one figure of one experiment, or the ratio of one figure between two
+/// experiments (a source that publishes a comparison, or absolute figures from an engine other
+/// than vLLM, whose engine-specific speed cancels in the ratio).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Measure {
+    /// The figure itself.
+    Figure(Experiment, Figure),
+    /// `figure(first) / figure(second)`.
+    Ratio(Experiment, Experiment, Figure),
+}
+
+/// A published measurement and where it came from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Published {
+    /// A short name for the table.
+    pub experiment: &'static str,
+    /// What was measured and how to re-create it.
+    pub measure: Measure,
+    /// The value published.
+    pub measured: f64,
+    /// The set it is in.
+    pub split: Split,
+    /// Allowed relative error while it is in the fitting set.
+    pub tolerance: f64,
+    /// Where it was published (title and address), the engine, and the assumptions made where
+    /// the source leaves a detail open.
+    pub source: &'static str,
+}
+
+impl Published {
+    /// Re-creates it in virtual time.
+    pub fn run(&self) -> AnchorResult {
+        let (setup, figure, predicted, label) = match self.measure {
+            Measure::Figure(x, f) => (x.setup, f, x.predict(f), f.label()),
+            Measure::Ratio(a, b, f) => (a.setup, f, a.predict(f) / b.predict(f), ratio_label(f)),
+        };
+        let _ = figure;
+        AnchorResult {
+            experiment: self.experiment,
+            figure: label,
+            measured: self.measured,
+            predicted,
+            tolerance: self.tolerance,
+            split: self.split,
+            gpu: setup.gpu,
+            model: setup.model,
+            tp: setup.tp,
+            source: self.source,
+        }
+    }
+}
+
+fn ratio_label(f: Figure) -> &'static str {
+    match f {
+        Figure::TtftMeanMs => "ratio of TTFT mean",
+        Figure::TtftMedianMs => "ratio of TTFT p50",
+        Figure::TpotMeanMs => "ratio of TPOT mean",
+        Figure::TpotMedianMs => "ratio of TPOT p50",
+        Figure::ItlMeanMs => "ratio of ITL mean",
+        Figure::OutputTokensPerSecond => "ratio of output tok/s",
+        Figure::TotalTokensPerSecond => "ratio of total tok/s",
+        Figure::RequestsPerSecond => "ratio of req/s",
+        Figure::E2eMeanSeconds => "ratio of E2E mean",
+    }
+}
