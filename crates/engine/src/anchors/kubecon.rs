@@ -191,43 +191,22 @@ pub(super) fn run_all() -> Vec<AnchorResult> {
     ];
     for (name, rate, cached, [ttft, itl, achieved], saturated) in kubecon {
         let stage = kubecon_stage(rate, cached);
-        results.push(AnchorResult {
+        let figure = |figure, measured, predicted, tolerance| AnchorResult {
             experiment: name,
-            figure: "TTFT p50 ms",
-            measured: ttft,
-            predicted: stage.ttft_p50_ms,
-            tolerance: 0.10,
+            figure,
+            measured,
+            predicted,
+            tolerance,
             split: Split::Fitting,
             gpu: "h100",
             model: "llama-3.1-8b",
             tp: 1,
             source: KUBECON,
-        });
-        results.push(AnchorResult {
-            experiment: name,
-            figure: "ITL ms",
-            measured: itl,
-            predicted: stage.itl_mean_ms,
-            tolerance: 0.10,
-            split: Split::Fitting,
-            gpu: "h100",
-            model: "llama-3.1-8b",
-            tp: 1,
-            source: KUBECON,
-        });
+        };
+        results.push(figure("TTFT p50 ms", ttft, stage.ttft_p50_ms, 0.10));
+        results.push(figure("ITL ms", itl, stage.itl_mean_ms, 0.10));
         if saturated {
-            results.push(AnchorResult {
-                experiment: name,
-                figure: "achieved req/s",
-                measured: achieved,
-                predicted: stage.achieved_rps,
-                tolerance: 0.15,
-                split: Split::Fitting,
-                gpu: "h100",
-                model: "llama-3.1-8b",
-                tp: 1,
-                source: KUBECON,
-            });
+            results.push(figure("achieved req/s", achieved, stage.achieved_rps, 0.15));
         }
     }
     results.push(single_stream_itl());

@@ -82,6 +82,33 @@ const fn ratio(
     }
 }
 
+/// The same 1,000 requests of `lengths`, all at once, on `a` over `b`: a throughput ratio
+/// between two GPUs.
+const fn gpu_ratio(
+    experiment: &'static str,
+    a: Setup,
+    b: Setup,
+    lengths: Lengths,
+    measured: f64,
+    split: super::Split,
+    source: &'static str,
+) -> Published {
+    ratio(
+        experiment,
+        x(a, burst(1_000), lengths),
+        x(b, burst(1_000), lengths),
+        Figure::OutputTokensPerSecond,
+        measured,
+        split,
+        source,
+    )
+}
+
+const L8_FP8_H200: Setup = Setup::new("llama-3.1-8b-fp8", "h200", 1);
+const L8_FP8_H100: Setup = Setup::new("llama-3.1-8b-fp8", "h100", 1);
+const L70_FP8_H200: Setup = Setup::new("llama-3.1-70b-fp8", "h200", 1);
+const L70_FP8_H100: Setup = Setup::new("llama-3.1-70b-fp8", "h100", 2);
+
 const Q32_H100: Setup = Setup::new("qwen3-32b", "h100", 1);
 const Q32_A100: Setup = Setup::new("qwen3-32b", "a100-80", 1);
 const Q235_H100: Setup = Setup::new("qwen3-235b-a22b", "h100", 8);
@@ -388,104 +415,56 @@ pub const PUBLISHED: &[Published] = &[
         QWEN_SPEED,
     ),
     // TensorRT-LLM ratios, H200 over H100.
-    ratio(
+    gpu_ratio(
         "8B FP8 H200 / H100, 128 in / 2048 out",
-        x(
-            Setup::new("llama-3.1-8b-fp8", "h200", 1),
-            burst(1_000),
-            Lengths::Fixed(128, 2_048),
-        ),
-        x(
-            Setup::new("llama-3.1-8b-fp8", "h100", 1),
-            burst(1_000),
-            Lengths::Fixed(128, 2_048),
-        ),
-        Figure::OutputTokensPerSecond,
+        L8_FP8_H200,
+        L8_FP8_H100,
+        Lengths::Fixed(128, 2_048),
         26_221.0 / 22_714.0,
         HeldOut,
         TRTLLM_8B,
     ),
-    ratio(
+    gpu_ratio(
         "8B FP8 H200 / H100, 2048 in / 2048 out",
-        x(
-            Setup::new("llama-3.1-8b-fp8", "h200", 1),
-            burst(1_000),
-            Lengths::Fixed(2_048, 2_048),
-        ),
-        x(
-            Setup::new("llama-3.1-8b-fp8", "h100", 1),
-            burst(1_000),
-            Lengths::Fixed(2_048, 2_048),
-        ),
-        Figure::OutputTokensPerSecond,
+        L8_FP8_H200,
+        L8_FP8_H100,
+        Lengths::Fixed(2_048, 2_048),
         12_194.0 / 9_305.0,
         Fitting,
         TRTLLM_8B,
     ),
-    ratio(
+    gpu_ratio(
         "8B FP8 H200 / H100, 5000 in / 500 out",
-        x(
-            Setup::new("llama-3.1-8b-fp8", "h200", 1),
-            burst(1_000),
-            Lengths::Fixed(5_000, 500),
-        ),
-        x(
-            Setup::new("llama-3.1-8b-fp8", "h100", 1),
-            burst(1_000),
-            Lengths::Fixed(5_000, 500),
-        ),
-        Figure::OutputTokensPerSecond,
+        L8_FP8_H200,
+        L8_FP8_H100,
+        Lengths::Fixed(5_000, 500),
         3_902.0 / 3_459.0,
         HeldOut,
         TRTLLM_8B,
     ),
-    ratio(
+    gpu_ratio(
         "8B FP8 H200 / H100, 20000 in / 2000 out",
-        x(
-            Setup::new("llama-3.1-8b-fp8", "h200", 1),
-            burst(1_000),
-            Lengths::Fixed(20_000, 2_000),
-        ),
-        x(
-            Setup::new("llama-3.1-8b-fp8", "h100", 1),
-            burst(1_000),
-            Lengths::Fixed(20_000, 2_000),
-        ),
-        Figure::OutputTokensPerSecond,
+        L8_FP8_H200,
+        L8_FP8_H100,
+        Lengths::Fixed(20_000, 2_000),
         1_804.0 / 1_351.0,
         Fitting,
         TRTLLM_8B,
     ),
-    ratio(
+    gpu_ratio(
         "70B FP8 H200 TP1 / H100 TP2, 1000 in / 1000 out",
-        x(
-            Setup::new("llama-3.1-70b-fp8", "h200", 1),
-            burst(1_000),
-            Lengths::Fixed(1_000, 1_000),
-        ),
-        x(
-            Setup::new("llama-3.1-70b-fp8", "h100", 2),
-            burst(1_000),
-            Lengths::Fixed(1_000, 1_000),
-        ),
-        Figure::OutputTokensPerSecond,
+        L70_FP8_H200,
+        L70_FP8_H100,
+        Lengths::Fixed(1_000, 1_000),
         2_909.0 / 4_205.0,
         HeldOut,
         TRTLLM_70B,
     ),
-    ratio(
+    gpu_ratio(
         "70B FP8 H200 TP1 / H100 TP2, 20000 in / 2000 out",
-        x(
-            Setup::new("llama-3.1-70b-fp8", "h200", 1),
-            burst(1_000),
-            Lengths::Fixed(20_000, 2_000),
-        ),
-        x(
-            Setup::new("llama-3.1-70b-fp8", "h100", 2),
-            burst(1_000),
-            Lengths::Fixed(20_000, 2_000),
-        ),
-        Figure::OutputTokensPerSecond,
+        L70_FP8_H200,
+        L70_FP8_H100,
+        Lengths::Fixed(20_000, 2_000),
         283.0 / 437.0,
         Fitting,
         TRTLLM_70B,
