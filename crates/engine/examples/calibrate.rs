@@ -5,7 +5,8 @@ use infergate_engine::anchors::fit::{search, GRID};
 fn main() {
     for f in search(&GRID).iter().take(10) {
         println!(
-            "score {:.3} median {:.3} per_request_nanos {} overlap {} weight_eff {} kv_eff {} mfu_scale {} moe_eff {} api_overhead_ms {}",
+            "within_reference {} score {:.3} median {:.3} per_request_nanos {} overlap {} weight_eff {} kv_eff {} mfu_scale {} moe_eff {} api_overhead_ms {}",
+            f.within_reference,
             f.score,
             f.median_error,
             f.calibration.per_request_nanos,

@@ -94,7 +94,7 @@ fn each_source_holds_out_at_least_as_many_anchors_as_it_fits() {
 fn the_calibration_search_never_runs_a_held_out_anchor() {
     let results = fit::fitting_results(
         infergate_engine::step_time::Calibration::FITTED,
-        std::time::Duration::from_millis(19),
+        infergate_engine::config::DEFAULT_API_OVERHEAD,
     );
     assert!(!results.is_empty());
     assert!(!fit::reads_held_out(&results));

@@ -7,8 +7,8 @@ use crate::engine::NewRequest;
 use infergate_rng::SplitMix64;
 use std::time::Duration;
 
-const KUBECON: &str = "inference-perf KubeCon NA 2025 demo (reference/simulator.md): Llama-3-8B-Instruct, 1× H100-80GB, vLLM 0.11, max-model-len 512, shared_prefix workload, constant-rate 60 s stages";
-const REFERENCE: &str = "reference/simulator.md, \"Other points\"";
+pub(super) const KUBECON: &str = "inference-perf KubeCon NA 2025 demo (reference/simulator.md): Llama-3-8B-Instruct, 1× H100-80GB, vLLM 0.11, max-model-len 512, shared_prefix workload, constant-rate 60 s stages";
+pub(super) const REFERENCE: &str = "reference/simulator.md, \"Other points\"";
 
 /// The inference-perf `shared_prefix` workload of the KubeCon NA 2025 demo: 10 system prompts
 /// of 128 tokens × 10 questions of 64 tokens each, output 64 tokens with `ignore_eos`, sent at a

@@ -4,8 +4,7 @@
 //!
 //! Every anchor belongs to one of two sets, fixed in its table before any fitting:
 //! - the **fitting set**, the only anchors [`fit::search`] reads when it chooses the step-time
-//!   constants ([`Calibration::FITTED`] itself predates the wider set: it was fitted on the
-//!   reference's anchors, and [`fit`] says what replacing it waits for);
+//!   constants ([`Calibration::FITTED`] is its result);
 //! - the **held-out set**, only ever reported: its error is the simulator's error out of sample,
 //!   per GPU and per model ([`summary`], [`by_gpu`], [`by_model`]).
 //!
@@ -82,6 +81,12 @@ impl AnchorResult {
         } else {
             f64::INFINITY
         }
+    }
+
+    /// Whether it is one of the reference's own anchors (reference/simulator.md), which the
+    /// first wave held to their tolerance and every calibration still must meet.
+    pub fn from_reference(&self) -> bool {
+        self.source == kubecon::KUBECON || self.source == kubecon::REFERENCE
     }
 
     /// Whether the simulator produced the figure at all.
