@@ -41,7 +41,8 @@ pub struct Overload {
     pub interval: Duration,
     /// How long a request of an overloaded band may wait.
     pub max_wait: Duration,
-    /// KV-cache use holds the bands below Critical only while the pool is overloaded.
+    /// KV-cache use holds Standard only while the pool is overloaded (Sheddable and Critical
+    /// at all times).
     pub kv_only_in_overload: bool,
 }
 

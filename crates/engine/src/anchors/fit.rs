@@ -7,7 +7,7 @@
 //! 2.5 min): the first wave's constants, which the reference's anchors still pick, and an MoE
 //! compute efficiency of 0.4.
 
-use super::{median_error, with_calibration, AnchorResult, Split};
+use super::{with_calibration, AnchorResult, Split};
 use crate::step_time::Calibration;
 use std::time::Duration;
 
@@ -70,49 +70,63 @@ pub fn fitting_results(calibration: Calibration, api_overhead: Duration) -> Vec<
     })
 }
 
-/// Every point of `grid`, best first.
-pub fn search(grid: &Grid) -> Vec<Fit> {
-    let mut fits = Vec::new();
-    for &per_request_nanos in grid.per_request_nanos {
-        for &prefill_overlap_penalty in grid.prefill_overlap_penalty {
-            for &weight_bandwidth_efficiency in grid.weight_bandwidth_efficiency {
-                for &kv_bandwidth_efficiency in grid.kv_bandwidth_efficiency {
-                    for &mfu_scale in grid.mfu_scale {
-                        for (&overhead, &moe_compute_efficiency) in grid
-                            .api_overhead_ms
-                            .iter()
-                            .flat_map(|o| grid.moe_compute_efficiency.iter().map(move |m| (o, m)))
-                        {
-                            let calibration = Calibration {
-                                per_request_nanos,
-                                prefill_overlap_penalty,
-                                weight_bandwidth_efficiency,
-                                kv_bandwidth_efficiency,
-                                mfu_scale,
-                                moe_compute_efficiency,
-                            };
-                            let api_overhead = Duration::from_secs_f64(overhead / 1e3);
-                            let results = fitting_results(calibration, api_overhead);
-                            fits.push(Fit {
-                                calibration,
-                                api_overhead,
-                                score: score(&results),
-                                within_reference: results
-                                    .iter()
-                                    .filter(|r| r.from_reference())
-                                    .all(|r| r.error().abs() <= r.tolerance),
-                                median_error: median_error(&results),
-                                worst_error: results
-                                    .iter()
-                                    .map(|r| r.error().abs())
-                                    .fold(0.0, f64::max),
-                            });
+impl Grid {
+    /// Every combination of the grid's values, as the constants and the API overhead.
+    pub fn points(&self) -> Vec<(Calibration, Duration)> {
+        let mut points = Vec::new();
+        for &per_request_nanos in self.per_request_nanos {
+            for &prefill_overlap_penalty in self.prefill_overlap_penalty {
+                for &weight_bandwidth_efficiency in self.weight_bandwidth_efficiency {
+                    for &kv_bandwidth_efficiency in self.kv_bandwidth_efficiency {
+                        for &mfu_scale in self.mfu_scale {
+                            for &moe_compute_efficiency in self.moe_compute_efficiency {
+                                let calibration = Calibration {
+                                    per_request_nanos,
+                                    prefill_overlap_penalty,
+                                    weight_bandwidth_efficiency,
+                                    kv_bandwidth_efficiency,
+                                    mfu_scale,
+                                    moe_compute_efficiency,
+                                };
+                                points.extend(
+                                    self.api_overhead_ms.iter().map(|&ms| {
+                                        (calibration, Duration::from_secs_f64(ms / 1e3))
+                                    }),
+                                );
+                            }
                         }
                     }
                 }
             }
         }
+        points
     }
+}
+
+/// One point of the grid, scored on the fitting anchors.
+fn fit(calibration: Calibration, api_overhead: Duration) -> Fit {
+    let results = fitting_results(calibration, api_overhead);
+    let summary = super::summary(&results, Split::Fitting);
+    Fit {
+        calibration,
+        api_overhead,
+        score: score(&results),
+        within_reference: results
+            .iter()
+            .filter(|r| r.from_reference())
+            .all(|r| r.error().abs() <= r.tolerance),
+        median_error: summary.median_error,
+        worst_error: summary.worst_error,
+    }
+}
+
+/// Every point of `grid`, best first.
+pub fn search(grid: &Grid) -> Vec<Fit> {
+    let mut fits: Vec<Fit> = grid
+        .points()
+        .into_iter()
+        .map(|(calibration, api_overhead)| fit(calibration, api_overhead))
+        .collect();
     // Points that break a reference anchor's tolerance last, whatever their score.
     fits.sort_by(|a, b| {
         b.within_reference

@@ -151,12 +151,17 @@ impl Summary {
 }
 
 fn summarize<'a>(results: impl IntoIterator<Item = &'a AnchorResult>) -> Summary {
-    let group: Vec<AnchorResult> = results.into_iter().cloned().collect();
+    let mut errors: Vec<f64> = Vec::new();
+    let mut not_reproduced = 0;
+    for r in results {
+        errors.push(r.error().abs());
+        not_reproduced += usize::from(!r.reproduced());
+    }
     Summary {
-        anchors: group.len(),
-        median_error: median_error(&group),
-        worst_error: group.iter().map(|r| r.error().abs()).fold(0.0, f64::max),
-        not_reproduced: group.iter().filter(|r| !r.reproduced()).count(),
+        anchors: errors.len(),
+        worst_error: errors.iter().copied().fold(0.0, f64::max),
+        median_error: quantile(&mut errors, 0.5).unwrap_or(f64::NAN),
+        not_reproduced,
     }
 }
 

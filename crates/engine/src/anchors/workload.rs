@@ -333,11 +333,10 @@ pub struct Published {
 impl Published {
     /// Re-creates it in virtual time.
     pub fn run(&self) -> AnchorResult {
-        let (setup, figure, predicted, label) = match self.measure {
-            Measure::Figure(x, f) => (x.setup, f, x.predict(f), f.label()),
-            Measure::Ratio(a, b, f) => (a.setup, f, a.predict(f) / b.predict(f), ratio_label(f)),
+        let (setup, predicted, label) = match self.measure {
+            Measure::Figure(x, f) => (x.setup, x.predict(f), f.label()),
+            Measure::Ratio(a, b, f) => (a.setup, a.predict(f) / b.predict(f), ratio_label(f)),
         };
-        let _ = figure;
         AnchorResult {
             experiment: self.experiment,
             figure: label,
