@@ -11,12 +11,7 @@ use std::sync::OnceLock;
 /// The held-out anchors' error per simulator profile, run once per process.
 fn held_out_by_profile() -> &'static BTreeMap<String, Summary> {
     static HELD: OnceLock<BTreeMap<String, Summary>> = OnceLock::new();
-    HELD.get_or_init(|| {
-        anchors::by_profile(
-            &anchors::run_split(anchors::Split::HeldOut),
-            anchors::Split::HeldOut,
-        )
-    })
+    HELD.get_or_init(anchors::held_out_by_profile)
 }
 
 /// A line naming each profile of `scenario`'s fleet whose simulated figures are not backed by

@@ -2,8 +2,8 @@
 //! fidelity, printed as Markdown tables.
 
 use infergate_engine::anchors::{
-    by_gpu, by_model, by_profile, run_all, run_split, summary, AnchorResult, Split, Summary,
-    FLAG_ABOVE,
+    by_gpu, by_model, by_profile, held_out_by_profile, run_all, summary, AnchorResult, Split,
+    Summary, FLAG_ABOVE,
 };
 use infergate_engine::profile::{Profile, REFERENCE_PROFILES};
 use infergate_engine::step_time::StepTimeModel;
@@ -14,7 +14,7 @@ use infergate_engine::EngineConfig;
 /// The last column is the profile's median error on the held-out anchors (`sim --anchors`), or
 /// a warning where that error is above 20 % or no held-out anchor runs on the profile.
 pub fn list_profiles() -> anyhow::Result<()> {
-    let held = by_profile(&run_split(Split::HeldOut), Split::HeldOut);
+    let held = held_out_by_profile();
     println!("| profile | KV capacity (tokens) | blocks | decode ms B=1 ctx 1k | B=32 ctx 2k | B=128 ctx 2k | prefill tok/s | TTFT 1k tokens, idle | max_num_seqs / batched tokens | max_model_len | held-out error |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for &(model, gpu, tp) in REFERENCE_PROFILES {

@@ -70,36 +70,50 @@ pub fn fitting_results(calibration: Calibration, api_overhead: Duration) -> Vec<
     })
 }
 
+/// Writes one searched constant into a calibration.
+type SetConstant = fn(&mut Calibration, f64);
+
 impl Grid {
     /// Every combination of the grid's values, as the constants and the API overhead.
     pub fn points(&self) -> Vec<(Calibration, Duration)> {
-        let mut points = Vec::new();
-        for &per_request_nanos in self.per_request_nanos {
-            for &prefill_overlap_penalty in self.prefill_overlap_penalty {
-                for &weight_bandwidth_efficiency in self.weight_bandwidth_efficiency {
-                    for &kv_bandwidth_efficiency in self.kv_bandwidth_efficiency {
-                        for &mfu_scale in self.mfu_scale {
-                            for &moe_compute_efficiency in self.moe_compute_efficiency {
-                                let calibration = Calibration {
-                                    per_request_nanos,
-                                    prefill_overlap_penalty,
-                                    weight_bandwidth_efficiency,
-                                    kv_bandwidth_efficiency,
-                                    mfu_scale,
-                                    moe_compute_efficiency,
-                                };
-                                points.extend(
-                                    self.api_overhead_ms.iter().map(|&ms| {
-                                        (calibration, Duration::from_secs_f64(ms / 1e3))
-                                    }),
-                                );
-                            }
-                        }
-                    }
-                }
-            }
+        // One dimension at a time: every point so far, once per value of the next constant.
+        let dimensions: [(&[f64], SetConstant); 6] = [
+            (self.per_request_nanos, |c, v| c.per_request_nanos = v),
+            (self.prefill_overlap_penalty, |c, v| {
+                c.prefill_overlap_penalty = v
+            }),
+            (self.weight_bandwidth_efficiency, |c, v| {
+                c.weight_bandwidth_efficiency = v
+            }),
+            (self.kv_bandwidth_efficiency, |c, v| {
+                c.kv_bandwidth_efficiency = v
+            }),
+            (self.mfu_scale, |c, v| c.mfu_scale = v),
+            (self.moe_compute_efficiency, |c, v| {
+                c.moe_compute_efficiency = v
+            }),
+        ];
+        let mut calibrations = vec![Calibration::FITTED];
+        for (values, set) in dimensions {
+            calibrations = calibrations
+                .iter()
+                .flat_map(|c| {
+                    values.iter().map(move |&v| {
+                        let mut c = *c;
+                        set(&mut c, v);
+                        c
+                    })
+                })
+                .collect();
         }
-        points
+        calibrations
+            .into_iter()
+            .flat_map(|c| {
+                self.api_overhead_ms
+                    .iter()
+                    .map(move |&ms| (c, Duration::from_secs_f64(ms / 1e3)))
+            })
+            .collect()
     }
 }
 
@@ -156,4 +170,32 @@ pub fn score(results: &[AnchorResult]) -> f64 {
 /// Whether `results` holds anchors of the held-out set: the search must never see one.
 pub fn reads_held_out(results: &[AnchorResult]) -> bool {
     results.iter().any(|r| r.split == Split::HeldOut)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_grid_yields_every_combination_once_with_the_shipped_point_among_them() {
+        let points = GRID.points();
+        let expected = GRID.per_request_nanos.len()
+            * GRID.prefill_overlap_penalty.len()
+            * GRID.weight_bandwidth_efficiency.len()
+            * GRID.kv_bandwidth_efficiency.len()
+            * GRID.mfu_scale.len()
+            * GRID.moe_compute_efficiency.len()
+            * GRID.api_overhead_ms.len();
+        assert_eq!(points.len(), expected);
+        for (i, a) in points.iter().enumerate() {
+            assert!(!points[..i].contains(a), "{a:?} twice");
+        }
+        assert!(points.contains(&(Calibration::FITTED, crate::config::DEFAULT_API_OVERHEAD)));
+        // The last constant varies fastest: the first two points differ only in it.
+        assert_eq!(points[0].0.per_request_nanos, points[1].0.per_request_nanos);
+        assert_ne!(
+            points[0].0.moe_compute_efficiency,
+            points[1].0.moe_compute_efficiency
+        );
+    }
 }

@@ -197,6 +197,12 @@ pub fn by_profile(results: &[AnchorResult], split: Split) -> BTreeMap<String, Su
     grouped(results, split, AnchorResult::profile)
 }
 
+/// The held-out anchors run and summarised per profile: what `sim --list-profiles` and the
+/// bench's fidelity lines read (about 4 s; only the held-out set runs).
+pub fn held_out_by_profile() -> BTreeMap<String, Summary> {
+    by_profile(&run_split(Split::HeldOut), Split::HeldOut)
+}
+
 /// A profile's error is flagged above this held-out median (`sim --list-profiles` and the bench
 /// say so beside every row that uses it).
 pub const FLAG_ABOVE: f64 = 0.20;
