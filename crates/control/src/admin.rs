@@ -17,7 +17,6 @@ use tokio::sync::oneshot;
 
 use crate::error::GatewayError;
 use crate::shared::Shared;
-use infergate_telemetry::metrics::EndpointLabels;
 
 /// The running admin listener; [`Admin::stop`] (or dropping it) ends it.
 #[derive(Debug)]
@@ -163,7 +162,7 @@ fn route(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
             }
         }
         "/metrics" if shared.metrics_enabled => {
-            update_scrape_ages(shared);
+            crate::fleet_view::export(shared);
             let mut r = text(StatusCode::OK, shared.metrics.encode());
             r.headers_mut().insert(
                 CONTENT_TYPE,
@@ -190,28 +189,4 @@ fn unscraped(shared: &Shared) -> Vec<String> {
         }
     }
     out
-}
-
-/// Sets each endpoint's scrape age, at read time (walking the fleet is fine here: this is the
-/// admin path, not the request path).
-fn update_scrape_ages(shared: &Shared) {
-    let now = shared.clock.now();
-    let routes = shared.routes.load();
-    for pool in routes.scraped_pools() {
-        let snap = pool.snapshot();
-        for s in snap.pool.specs() {
-            let age = snap
-                .pool
-                .metrics(s.id)
-                .map_or(f64::INFINITY, |m| m.age(now).as_secs_f64());
-            shared
-                .metrics
-                .scrape_age
-                .get_or_create(&EndpointLabels {
-                    pool: pool.name.clone(),
-                    endpoint: s.address.clone(),
-                })
-                .set(age);
-        }
-    }
 }

@@ -27,6 +27,7 @@ pub mod admission;
 pub mod clock;
 pub mod discovery;
 mod error;
+mod fleet_view;
 pub mod keys;
 pub mod limits;
 pub mod load;

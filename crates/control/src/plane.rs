@@ -43,6 +43,9 @@ pub struct PlaneOptions {
     pub members: Option<Arc<dyn MemberSource>>,
     /// Where a scheduler's `configMapRef` is read (the cluster's ConfigMaps).
     pub picker_configs: Option<Arc<dyn PickerConfigSource>>,
+    /// Explain every pick to the client or Envoy (`--emit-endpoint-scores`): each candidate's
+    /// score, its parts, the filters that removed endpoints, the decision time.
+    pub emit_endpoint_scores: bool,
 }
 
 /// The control plane: the pools, their scrapers and the admin listener. `infergate serve`
@@ -111,6 +114,7 @@ impl Plane {
             capture,
             members: options.members.clone(),
             picker_configs: options.picker_configs.clone(),
+            emit_endpoint_scores: options.emit_endpoint_scores,
         });
         let admin = Admin::start(admin_listen, Arc::clone(&shared))?;
         let scrape = ScrapeContext {
@@ -356,6 +360,11 @@ impl PlaneHandle {
     /// request writes to it, and the front closes it after its drain.
     pub fn capture(&self) -> Option<&Capture> {
         self.shared.capture.as_ref()
+    }
+
+    /// Whether each pick is explained to its client (`--emit-endpoint-scores`).
+    pub fn emits_endpoint_scores(&self) -> bool {
+        self.shared.emit_endpoint_scores
     }
 
     /// The clock picks and scrapes are stamped with.

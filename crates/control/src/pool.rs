@@ -14,11 +14,12 @@ use infergate_config::gateway::{AppProtocol, Pool as PoolConfig, ResolvedGateway
 use infergate_flow::PoolState;
 use infergate_picker::metrics::Engine;
 use infergate_picker::{
-    Dispatch, EndpointId, EndpointSpec, Pick, PickError, Picker, Policy, Pool, RequestFeatures,
-    ScrapedMetrics, TtftTicket,
+    Dispatch, EndpointId, EndpointSpec, Pick, PickError, Picker, Policy, Pool, PoolView,
+    RequestFeatures, ScrapedMetrics, TtftTicket,
 };
 
 use infergate_telemetry::metrics::{EndpointLabels, Metrics, PoolLabels, RetryLabels};
+use infergate_telemetry::upstream::InferencePoolLabels;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::Histogram;
 
@@ -68,6 +69,8 @@ pub struct PoolRuntime {
     counters: ArcSwap<HashMap<EndpointId, EndpointCounters>>,
     /// `infergate_picker_latency_seconds` of this pool, labelled once.
     decision_time: Histogram,
+    /// `inference_extension_scheduler_e2e_duration_seconds` (unlabelled, as upstream).
+    scheduler_time: Histogram,
 }
 
 /// The request-path counters of one endpoint: handles into the metric families, made when
@@ -328,12 +331,15 @@ impl PoolRuntime {
             admission,
             counters: ArcSwap::from_pointee(counters),
             decision_time,
+            scheduler_time: metrics.upstream.scheduler.clone(),
         })
     }
 
-    /// Records how long one pick and dispatch took, in `infergate_picker_latency_seconds`.
+    /// Records how long one pick and dispatch took, in `infergate_picker_latency_seconds` and
+    /// upstream's `inference_extension_scheduler_e2e_duration_seconds`.
     pub fn observe_decision(&self, took: Duration) {
         self.decision_time.observe(took.as_secs_f64());
+        self.scheduler_time.observe(took.as_secs_f64());
     }
 
     /// Counts a request sent to `endpoint` (fallbacks included) in
@@ -371,17 +377,30 @@ impl PoolRuntime {
     }
 
     /// Picks the primary and fallbacks and dispatches to the primary, in one short critical
-    /// section.
+    /// section; with `explain`, the pick carries its explanation.
     pub fn pick(
         &self,
         snap: &Snapshot,
         req: &RequestFeatures,
         now: Duration,
+        explain: bool,
     ) -> Result<(Pick, Dispatch), PickError> {
         let mut picker = lock(&self.picker);
-        let pick = picker.pick(&snap.pool, req, now)?;
+        let pick = if explain {
+            picker.pick_explained(&snap.pool, req, now)?
+        } else {
+            picker.pick(&snap.pool, req, now)?
+        };
         let dispatch = picker.on_dispatch(&snap.pool, pick.primary, req, now)?;
         Ok((pick, dispatch))
+    }
+
+    /// The pool as its picker sees it at `now`, with the snapshot it was read from. Holds the
+    /// picker's lock while it walks the pool: for the admin listener, not the request path.
+    pub fn view(&self, now: Duration) -> (Arc<Snapshot>, PoolView) {
+        let snap = self.snapshot();
+        let view = lock(&self.picker).view(&snap.pool, now);
+        (snap, view)
     }
 
     /// Dispatches to a fallback after the primary failed before answering.
@@ -427,6 +446,13 @@ impl PoolRuntime {
             .saturation
             .get_or_create(&labels)
             .set(state.saturation);
+        metrics
+            .upstream
+            .pool_saturation
+            .get_or_create(&InferencePoolLabels {
+                inference_pool: self.name.clone(),
+            })
+            .set(state.saturation.min(1.0));
         self.snapshot.store(Arc::new(Snapshot { pool, state }));
     }
 

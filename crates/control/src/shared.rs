@@ -37,6 +37,8 @@ pub(crate) struct Shared {
     pub(crate) members: Option<Arc<dyn MemberSource>>,
     /// Where a scheduler's `configMapRef` is read.
     pub(crate) picker_configs: Option<Arc<dyn crate::policy::PickerConfigSource>>,
+    /// `--emit-endpoint-scores`: every pick explained.
+    pub(crate) emit_endpoint_scores: bool,
 }
 
 impl Shared {

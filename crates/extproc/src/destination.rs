@@ -11,7 +11,7 @@ use infergate_control::pool::Snapshot;
 use infergate_control::routes::{Routes, Target};
 use infergate_control::PlaneHandle;
 use infergate_picker::{Dispatch, EndpointId, RequestFeatures};
-use infergate_pipeline::pick::{self, Picked};
+use infergate_pipeline::pick::{self, Picked, Why};
 use infergate_pipeline::{ApiError, Prepared};
 
 use crate::subset::SubsetIndexes;
@@ -35,6 +35,8 @@ pub struct Routed {
     pub primary: EndpointId,
     /// `ip:port` of the primary, then of each fallback, comma-separated.
     pub destination: String,
+    /// Why, when picks are explained (`--emit-endpoint-scores`).
+    pub why: Option<Why>,
     /// The dispatch to the primary: its in-flight guard and TTFT ticket.
     pub dispatch: Dispatch,
     /// Flow control's permit: the request counts as in flight until it is dropped.
@@ -78,12 +80,19 @@ pub fn pick(
         limit,
         ..
     } = prepared;
-    let picked = pick::pick(&target.pool, &features, handle.clock())?;
+    let picked = pick::pick(
+        &target.pool,
+        &features,
+        handle.clock(),
+        handle.emits_endpoint_scores(),
+    )?;
     let destination = picked.destination();
+    let why = picked.why();
     let Picked {
         snap,
         pick,
         dispatch,
+        ..
     } = picked;
     target.pool.count_sent(pick.primary);
     Ok(Routed {
@@ -95,6 +104,7 @@ pub fn pick(
         limit,
         primary: pick.primary,
         destination,
+        why,
         dispatch,
         permit,
     })

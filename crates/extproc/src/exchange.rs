@@ -25,7 +25,7 @@ use envoy_types::pb::envoy::service::ext_proc::v3::{ProcessingRequest, Processin
 use infergate_auth::Verified;
 use infergate_control::routes::Routes;
 use infergate_pipeline::ApiError;
-use infergate_telemetry::metrics::RequestLabels;
+use infergate_telemetry::metrics::RequestRecord;
 use tokio::time::Instant;
 
 use crate::answer::Answer;
@@ -102,7 +102,7 @@ pub struct Exchange {
     dispatched: Instant,
     deadline: Option<Instant>,
     route_timeout: Option<Duration>,
-    labels: RequestLabels,
+    record: RequestRecord,
 }
 
 impl std::fmt::Debug for Exchange {
@@ -112,7 +112,7 @@ impl std::fmt::Debug for Exchange {
             .field("path", &self.head.path)
             .field("body_len", &self.body.len())
             .field("pending", &self.pending.is_some())
-            .field("labels", &self.labels)
+            .field("record", &self.record)
             .finish_non_exhaustive()
     }
 }
@@ -152,12 +152,7 @@ impl Exchange {
             dispatched: now,
             deadline: None,
             route_timeout: None,
-            labels: RequestLabels {
-                model: String::new(),
-                pool: String::new(),
-                endpoint: String::new(),
-                status: 0,
-            },
+            record: RequestRecord::default(),
         }
     }
 
@@ -293,7 +288,7 @@ impl Exchange {
     /// the stream, so the client sees a truncated response rather than a hang.
     pub fn on_deadline(&mut self) -> Vec<ProcessingResponse> {
         self.deadline = None;
-        let err = ApiError::timeout(&self.labels.pool, self.route_timeout.unwrap_or_default());
+        let err = ApiError::timeout(&self.record.pool, self.route_timeout.unwrap_or_default());
         match self.phase {
             Phase::Queued | Phase::Upstream => {
                 self.queued = None;
@@ -311,17 +306,12 @@ impl Exchange {
     }
 
     fn count(&mut self) {
-        self.processor
-            .handle
-            .metrics()
-            .requests
-            .get_or_create(&self.labels)
-            .inc();
+        self.processor.handle.metrics().count_request(&self.record);
     }
 
     fn refuse(&mut self, err: &ApiError) -> Vec<ProcessingResponse> {
         tracing::debug!(error = %err, "request refused");
-        self.labels.status = err.status().as_u16();
+        self.record.status = err.status().as_u16();
         self.count();
         self.phase = Phase::Done;
         self.body = Vec::new();

@@ -5,6 +5,7 @@
 use envoy_types::pb::envoy::config::core::v3::Metadata;
 use envoy_types::pb::google::protobuf::value::Kind;
 use envoy_types::pb::google::protobuf::{Struct, Value};
+use infergate_pipeline::pick::{self, Why};
 
 /// The destination key: the header and the `envoy.lb` metadata field naming the endpoints
 /// (`ip:port`, primary first, comma-separated).
@@ -27,11 +28,35 @@ fn string(s: &str) -> Value {
 }
 
 /// `{"envoy.lb": {"x-gateway-destination-endpoint": destination}}`: the same string as the
-/// destination header, so the two never differ.
-pub fn destination(destination: &str) -> Struct {
-    let inner = Struct {
+/// destination header, so the two never differ. With `why` (`--emit-endpoint-scores`), beside
+/// it llm-d's `x-gateway-destination-endpoint-scores` (a Struct of each scored endpoint's
+/// total, keyed `ip:port`) and `x-infergate-pick` (the whole explanation, a JSON string).
+pub fn destination(destination: &str, why: Option<&Why>) -> Struct {
+    let mut inner = Struct {
         fields: [(DESTINATION.to_owned(), string(destination))].into(),
     };
+    if let Some(why) = why {
+        let scores = why
+            .scores
+            .iter()
+            .map(|(address, total)| {
+                let kind = match total.as_f64() {
+                    Some(x) => Kind::NumberValue(x),
+                    None => Kind::NullValue(0),
+                };
+                (address.clone(), Value { kind: Some(kind) })
+            })
+            .collect();
+        inner.fields.insert(
+            pick::ENDPOINT_SCORES.to_owned(),
+            Value {
+                kind: Some(Kind::StructValue(Struct { fields: scores })),
+            },
+        );
+        inner
+            .fields
+            .insert(pick::PICK_EXPLANATION.to_owned(), string(&why.explanation));
+    }
     Struct {
         fields: [(
             LB_NAMESPACE.to_owned(),
@@ -163,7 +188,7 @@ mod tests {
 
     #[test]
     fn the_destination_metadata_holds_the_header_value() {
-        let s = destination("10.0.0.1:8000,10.0.0.2:8000");
+        let s = destination("10.0.0.1:8000,10.0.0.2:8000", None);
         let Some(Kind::StructValue(inner)) = &s.fields[LB_NAMESPACE].kind else {
             panic!("{s:?}");
         };
@@ -173,5 +198,32 @@ mod tests {
         );
         assert_eq!(s.fields.len(), 1);
         assert_eq!(inner.fields.len(), 1);
+    }
+
+    #[test]
+    fn an_explained_pick_adds_the_scores_struct_and_the_explanation() {
+        let why = Why {
+            scores: serde_json::json!({"10.0.0.1:8000": 0.75, "10.0.0.2:8000": 0.5})
+                .as_object()
+                .unwrap()
+                .clone(),
+            explanation: r#"{"primary":"10.0.0.1:8000"}"#.into(),
+        };
+        let s = destination("10.0.0.1:8000,10.0.0.2:8000", Some(&why));
+        let Some(Kind::StructValue(inner)) = &s.fields[LB_NAMESPACE].kind else {
+            panic!("{s:?}");
+        };
+        let Some(Kind::StructValue(scores)) = &inner.fields[pick::ENDPOINT_SCORES].kind else {
+            panic!("{inner:?}");
+        };
+        assert_eq!(
+            scores.fields["10.0.0.1:8000"].kind,
+            Some(Kind::NumberValue(0.75))
+        );
+        assert_eq!(scores.fields.len(), 2);
+        assert_eq!(
+            inner.fields[pick::PICK_EXPLANATION].kind,
+            Some(Kind::StringValue(why.explanation.clone()))
+        );
     }
 }

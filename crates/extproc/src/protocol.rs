@@ -20,6 +20,7 @@ use envoy_types::pb::envoy::service::ext_proc::v3::{
 };
 use hyper::header::{HeaderName, HeaderValue as HttpHeaderValue};
 use hyper::HeaderMap;
+use infergate_pipeline::pick::Why;
 use infergate_pipeline::ApiError;
 
 use crate::metadata;
@@ -119,6 +120,7 @@ pub fn content_length(body_len: usize) -> HeaderValueOption {
 /// routes on the headers just set.
 pub fn route(
     destination: &str,
+    why: Option<&Why>,
     extra: Vec<HeaderValueOption>,
     remove: Vec<String>,
 ) -> ProcessingResponse {
@@ -126,7 +128,7 @@ pub fn route(
     set_headers.push(set_header(DESTINATION, destination.as_bytes()));
     set_headers.extend(extra);
     ProcessingResponse {
-        dynamic_metadata: Some(metadata::destination(destination)),
+        dynamic_metadata: Some(metadata::destination(destination, why)),
         response: Some(Response::RequestHeaders(HeadersResponse {
             response: Some(CommonResponse {
                 header_mutation: Some(HeaderMutation {

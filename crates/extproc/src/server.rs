@@ -59,6 +59,8 @@ pub struct ExtProcOptions {
     pub drain_timeout: Duration,
     /// Where pools' members come from under Kubernetes discovery (`--pool-name`).
     pub members: Option<Arc<dyn MemberSource>>,
+    /// Explain each pick in the `envoy.lb` metadata (`--emit-endpoint-scores`).
+    pub emit_endpoint_scores: bool,
 }
 
 impl Default for ExtProcOptions {
@@ -71,6 +73,7 @@ impl Default for ExtProcOptions {
             scrape: ScrapeSettings::default(),
             drain_timeout: Duration::from_secs(30),
             members: None,
+            emit_endpoint_scores: false,
         }
     }
 }
@@ -139,6 +142,7 @@ impl ExtProc {
             config_path: options.config_path.clone(),
             scrape: options.scrape,
             members: options.members.clone(),
+            emit_endpoint_scores: options.emit_endpoint_scores,
             ..PlaneOptions::default()
         };
         let (plane, tls) = Plane::open(config, &plane_options).await?;

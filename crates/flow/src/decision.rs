@@ -25,6 +25,15 @@ pub enum DropReason {
 }
 
 impl DropReason {
+    /// Every reason.
+    pub const ALL: [DropReason; 5] = [
+        DropReason::Saturated,
+        DropReason::QueueFull,
+        DropReason::Displaced,
+        DropReason::TtlExpired,
+        DropReason::Overloaded,
+    ];
+
     /// The `x-llm-d-request-dropped-reason` value.
     pub fn as_str(self) -> &'static str {
         match self {

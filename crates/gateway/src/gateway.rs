@@ -38,6 +38,8 @@ pub struct GatewayOptions {
     pub members: Option<Arc<dyn MemberSource>>,
     /// Where a scheduler's `configMapRef` is read.
     pub picker_configs: Option<Arc<dyn PickerConfigSource>>,
+    /// Explain each pick in response headers (`--emit-endpoint-scores`).
+    pub emit_endpoint_scores: bool,
 }
 
 impl Default for GatewayOptions {
@@ -52,6 +54,7 @@ impl Default for GatewayOptions {
             capture: None,
             members: None,
             picker_configs: None,
+            emit_endpoint_scores: false,
         }
     }
 }
@@ -67,6 +70,7 @@ impl GatewayOptions {
             capture: self.capture.clone(),
             members: self.members.clone(),
             picker_configs: self.picker_configs.clone(),
+            emit_endpoint_scores: self.emit_endpoint_scores,
         }
     }
 }

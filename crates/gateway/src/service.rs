@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use infergate_control::admission::Admitted;
 use infergate_control::routes::Routes;
 use infergate_pipeline::{admit, auth, limit, pick, prepare, ApiError, Inbound};
-use infergate_telemetry::metrics::RequestLabels;
+use infergate_telemetry::metrics::RequestRecord;
 
 use crate::body::{self, error_response, ResponseBody};
 use crate::proxy::{headers::DESTINATION_ENDPOINT, Forward};
@@ -69,28 +69,23 @@ async fn inference(front: Arc<Front>, req: Request<Incoming>) -> Response<Respon
     // One config for the whole request, even if a reload lands meanwhile.
     let routes = front.plane.routes();
     let (mut parts, body) = req.into_parts();
-    let mut labels = RequestLabels {
-        model: String::new(),
-        pool: String::new(),
-        endpoint: String::new(),
-        status: 0,
-    };
-    let resp = match serve(&front, &routes, &mut parts, body, started, &mut labels).await {
+    let mut record = RequestRecord::default();
+    let resp = match serve(&front, &routes, &mut parts, body, started, &mut record).await {
         Ok(r) => r,
         Err(e) => {
             tracing::debug!(error = %e, "request refused");
             error_response(e)
         }
     };
-    labels.status = resp.status().as_u16();
+    record.status = resp.status().as_u16();
     if let Some(ep) = resp
         .headers()
         .get(DESTINATION_ENDPOINT)
         .and_then(|v| v.to_str().ok())
     {
-        ep.clone_into(&mut labels.endpoint);
+        ep.clone_into(&mut record.endpoint);
     }
-    front.plane.metrics().requests.get_or_create(&labels).inc();
+    front.plane.metrics().count_request(&record);
     resp
 }
 
@@ -100,7 +95,7 @@ async fn serve(
     parts: &mut Parts,
     body: Incoming,
     started: Instant,
-    labels: &mut RequestLabels,
+    record: &mut RequestRecord,
 ) -> Result<Response<ResponseBody>, ApiError> {
     let plane = &front.plane;
     // Auth, before the body is read: an anonymous client cannot make the gateway buffer it.
@@ -117,7 +112,7 @@ async fn serve(
         path: parts.uri.path(),
         token: token.as_ref(),
     };
-    let mut prepared = prepare(routes, inbound, plane.metrics(), labels)?;
+    let mut prepared = prepare(routes, inbound, plane.metrics(), record)?;
     let pool = Arc::clone(&prepared.target.pool);
 
     // Limit: the tenant's requests and tokens, before the request may wait in flow control.
@@ -141,7 +136,12 @@ async fn serve(
     };
 
     // Pick, on the pool as it is after the wait.
-    let picked = pick::pick(&pool, &prepared.features, plane.clock())?;
+    let picked = pick::pick(
+        &pool,
+        &prepared.features,
+        plane.clock(),
+        plane.emits_endpoint_scores(),
+    )?;
 
     // Proxy.
     let body = prepared.body.take().unwrap_or(received);

@@ -136,6 +136,8 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
             admin_listen: Some(args.admin_listen),
             drain_timeout: Duration::from_secs(10),
             capture: args.capture,
+            // The demo shows why each request went where it went (the headers of every answer).
+            emit_endpoint_scores: true,
             ..GatewayOptions::default()
         };
         let gateway = Gateway::bind(config, options).await?;

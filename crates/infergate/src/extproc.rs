@@ -52,6 +52,12 @@ pub struct ExtProcArgs {
     /// Seconds streams in flight may take to finish after Ctrl-C or SIGTERM.
     #[arg(long, default_value_t = 30)]
     drain_secs: u64,
+    /// Explain every pick in the `envoy.lb` dynamic metadata: each candidate's total score (llm-d's
+    /// `x-gateway-destination-endpoint-scores`), each scorer's part, the filters that removed
+    /// endpoints and the decision time (`x-infergate-pick`). Shows the fleet's state to whoever
+    /// sees Envoy's metadata (access logs, filters); off by default.
+    #[arg(long)]
+    emit_endpoint_scores: bool,
 }
 
 /// Runs `infergate extproc`.
@@ -88,6 +94,7 @@ pub fn run(args: ExtProcArgs) -> anyhow::Result<()> {
             health_listen: args.health_listen,
             config_path: args.config.clone(),
             drain_timeout: Duration::from_secs(args.drain_secs),
+            emit_endpoint_scores: args.emit_endpoint_scores,
             members: pool
                 .as_ref()
                 .map(|p| Arc::clone(p) as Arc<dyn MemberSource>),

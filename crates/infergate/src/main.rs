@@ -8,6 +8,7 @@ mod bench_sweep;
 mod bench_tables;
 mod busy_poll;
 mod check;
+mod dashboards;
 mod demo;
 mod extproc;
 mod profiles;
@@ -51,6 +52,8 @@ enum Command {
     /// Search the default policy's scorer weights on a scenario, validate on held-out traffic,
     /// and print the winner as config.
     Tune(tune::TuneArgs),
+    /// Write the Grafana dashboards (generated from code) as JSON files.
+    Dashboards(dashboards::DashboardsArgs),
 }
 
 fn main() {
@@ -80,5 +83,6 @@ fn run() -> anyhow::Result<()> {
         Command::Demo(args) => demo::run(args),
         Command::Bench(args) => bench::run(*args),
         Command::Tune(args) => tune::run(args),
+        Command::Dashboards(args) => dashboards::run(args),
     }
 }

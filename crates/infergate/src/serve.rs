@@ -63,6 +63,12 @@ pub struct ServeArgs {
     /// virtual machines a large share of the latency the gateway adds).
     #[arg(long)]
     busy_poll: bool,
+    /// Explain every pick in response headers: each candidate's total score (llm-d's
+    /// `x-gateway-destination-endpoint-scores`), each scorer's part, the filters that removed
+    /// endpoints and the decision time (`x-infergate-pick`). Shows the fleet's state to whoever
+    /// sees the responses; off by default.
+    #[arg(long)]
+    emit_endpoint_scores: bool,
 }
 
 /// How often the config file is checked for changes.
@@ -158,6 +164,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             config_path: args.config.clone(),
             drain_timeout: Duration::from_secs(args.drain_secs),
             capture: args.capture,
+            emit_endpoint_scores: args.emit_endpoint_scores,
             members,
             scrape: ScrapeSettings {
                 interval: Duration::from_millis(args.scrape_interval_ms),

@@ -70,6 +70,33 @@ fn demo_starts_prints_a_curl_line_and_answers_it() {
     let answer = post(&gateway, "/v1/chat/completions", body);
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.contains("data: [DONE]"), "{answer}");
+    // The demo explains each pick: every Llama endpoint's total (llm-d's header) and the
+    // scorers' parts behind it, the primary being the endpoint that answered.
+    let (_, headers, _) = common::split_response(&answer);
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_else(|| panic!("no {name} in {answer}"))
+    };
+    let served = header("x-gateway-destination-endpoint");
+    let scores: serde_json::Value =
+        serde_json::from_str(&header("x-gateway-destination-endpoint-scores")).unwrap();
+    assert_eq!(scores.as_object().unwrap().len(), 4, "{scores}");
+    let why: serde_json::Value = serde_json::from_str(&header("x-infergate-pick")).unwrap();
+    assert_eq!(why["primary"], served.as_str(), "{why}");
+    assert!(why["decision_seconds"].as_f64().unwrap() > 0.0, "{why}");
+    let candidates = why["candidates"].as_array().unwrap();
+    assert_eq!(candidates.len(), 4, "{why}");
+    for c in candidates {
+        let parts = c["scores"].as_object().unwrap();
+        assert!(!parts.is_empty(), "{why}");
+        let sum: f64 = parts.values().map(|v| v.as_f64().unwrap()).sum();
+        let total = c["total"].as_f64().unwrap();
+        assert!((sum - total).abs() < 1e-9, "{why}");
+        assert_eq!(scores[c["endpoint"].as_str().unwrap()], c["total"], "{why}");
+    }
     // An adapter and the second pool answer too.
     let adapter = post(
         &gateway,

@@ -82,6 +82,7 @@ mod request;
 mod scorer;
 mod select;
 pub mod speed;
+mod view;
 
 pub use counters::{DispatchMark, EndpointCounters, InFlightGuard, LocalLoad};
 pub use endpoint::{EndpointId, EndpointSpec, LoraInfo, ScrapedMetrics};
@@ -90,7 +91,7 @@ pub use filter::Filter;
 /// The house's one seeded generator, re-exported where the picker's callers have always found it.
 pub use infergate_rng::SplitMix64;
 pub use latency::{LatencyEstimate, LatencyModel, LatencyParams, TtftFeatures};
-pub use picker::{Dispatch, Pick, Picker, TtftTicket};
+pub use picker::{Dispatch, Explanation, Pick, Picker, ScoredEndpoint, TtftTicket};
 pub use policy::{Policy, SglangParams};
 pub use pool::Pool;
 pub use profile::{weighted, Profile, WeightedScorer, DEFAULT_FALLBACKS, DEFAULT_MAX_METRICS_AGE};
@@ -100,3 +101,4 @@ pub use scorer::{
     share_scores, Scorer,
 };
 pub use select::{Selection, TieBreak};
+pub use view::{EndpointView, Exclusion, PoolView};

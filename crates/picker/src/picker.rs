@@ -43,7 +43,7 @@ use infergate_rng::SplitMix64;
 const SESSION_CAPACITY: usize = 65_536;
 
 /// The endpoint chosen for a request and where to go if it fails before the first byte.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Pick {
     /// Send the request here.
     pub primary: EndpointId,
@@ -51,6 +51,35 @@ pub struct Pick {
     pub fallbacks: Vec<EndpointId>,
     /// Every candidate's metrics were stale, so the pick was made without them.
     pub metrics_fail_open: bool,
+    /// Why, when asked for with [`Picker::pick_explained`].
+    pub explanation: Option<Box<Explanation>>,
+}
+
+/// Why a pick chose what it chose: every candidate's score, its parts, and what the filters
+/// removed. Asked for per pick ([`Picker::pick_explained`]); a plain pick builds none.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Explanation {
+    /// The scorers, by plugin type, in the order of each candidate's `parts` (empty for a
+    /// baseline policy, which has a ranking key but no scorers).
+    pub scorers: Vec<&'static str>,
+    /// The candidates left after the filters, in the pool's order.
+    pub scored: Vec<ScoredEndpoint>,
+    /// The endpoints removed, each with what removed it: a filter's plugin type, or
+    /// `context-window` (its `max_model_len` does not hold the request).
+    pub removed: Vec<(EndpointId, &'static str)>,
+    /// Each scorer's column while the pick runs (moved into `scored` at its end).
+    scored_parts: Vec<Vec<f64>>,
+}
+
+/// One candidate's score.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScoredEndpoint {
+    /// The endpoint.
+    pub id: EndpointId,
+    /// The total the selection ranked it by (for a weighted profile, the sum of `parts`).
+    pub total: f64,
+    /// Each scorer's weighted contribution, in the order of [`Explanation::scorers`].
+    pub parts: Vec<f64>,
 }
 
 /// What [`Picker::on_dispatch`] returns: keep the guard as long as the response, and hand the
@@ -136,6 +165,8 @@ pub struct Picker {
     /// `k8s-service`: the endpoint each keep-alive connection is pinned to.
     pins: Vec<Option<u64>>,
     scratch: Scratch,
+    /// Filled during a pick of [`Picker::pick_explained`]; `None` otherwise.
+    explaining: Option<Explanation>,
 }
 
 impl Picker {
@@ -161,12 +192,31 @@ impl Picker {
             sessions: SessionTable::new(SESSION_CAPACITY),
             pins: Vec::new(),
             scratch: Scratch::default(),
+            explaining: None,
         }
     }
 
     /// The policy.
     pub fn policy(&self) -> &Policy {
         &self.policy
+    }
+
+    /// [`Picker::pick`], and why: the pick carries an [`Explanation`]. Slower (every scorer
+    /// writes its own column before they are summed, in the same order, so the totals and the
+    /// choice are exactly a plain pick's); for operators who asked for it.
+    pub fn pick_explained(
+        &mut self,
+        pool: &Pool,
+        req: &RequestFeatures,
+        now: Duration,
+    ) -> Result<Pick, PickError> {
+        self.explaining = Some(Explanation::default());
+        let picked = self.pick(pool, req, now);
+        let explanation = self.explaining.take();
+        picked.map(|mut p| {
+            p.explanation = explanation.map(Box::new);
+            p
+        })
     }
 
     /// Chooses an endpoint of `pool` for `req` at time `now`.
@@ -181,6 +231,10 @@ impl Picker {
             return Err(PickError::EmptyPool);
         }
         self.gather(pool, req)?;
+        let gathered = self
+            .explaining
+            .is_some()
+            .then(|| self.scratch.cands.pos.clone());
         Self::fit_context(pool, req, &mut self.scratch.cands);
         let Self {
             policy,
@@ -193,8 +247,19 @@ impl Picker {
             scratch,
             pos_of_slot,
             pins,
+            explaining,
             ..
         } = self;
+        if let (Some(e), Some(before)) = (explaining.as_mut(), gathered) {
+            let kept = &scratch.cands.pos;
+            e.removed.extend(
+                before
+                    .iter()
+                    .filter(|p| !kept.contains(p))
+                    .filter_map(|&p| pool.spec(p as usize))
+                    .map(|s| (s.id, "context-window")),
+            );
+        }
         let cands = &mut scratch.cands;
         let hashes = &req.prompt_block_hashes;
         if policy.needs_prefix() && !hashes.is_empty() {
@@ -228,10 +293,21 @@ impl Picker {
         let mut fail_open = false;
         if let Policy::Weighted(profile) = &*policy {
             for filter in &profile.filters {
+                let before = explaining.as_ref().map(|_| kept_positions(cands));
                 if filter.apply(now, cands) == Outcome::FailedOpen
                     && matches!(filter, Filter::Stale { .. })
                 {
                     fail_open = true;
+                }
+                if let (Some(e), Some(before)) = (explaining.as_mut(), before) {
+                    let after = kept_positions(cands);
+                    e.removed.extend(
+                        before
+                            .iter()
+                            .filter(|p| !after.contains(p))
+                            .filter_map(|&p| pool.spec(p as usize))
+                            .map(|s| (s.id, filter.plugin_type())),
+                    );
                 }
             }
             cands.compact();
@@ -284,8 +360,29 @@ impl Picker {
                     if ws.weight == 0.0 {
                         continue;
                     }
-                    ws.scorer
-                        .add_scores(&input, cands, ws.weight, key, &mut scratch.work);
+                    match explaining.as_mut() {
+                        None => {
+                            ws.scorer
+                                .add_scores(&input, cands, ws.weight, key, &mut scratch.work)
+                        }
+                        Some(e) => {
+                            // Its own column, then added in: every scorer only adds to the
+                            // totals, so the sum is bit for bit a plain pick's.
+                            let mut part = vec![0.0; cands.len()];
+                            ws.scorer.add_scores(
+                                &input,
+                                cands,
+                                ws.weight,
+                                &mut part,
+                                &mut scratch.work,
+                            );
+                            for (t, p) in key.iter_mut().zip(&part) {
+                                *t += p;
+                            }
+                            e.scorers.push(ws.scorer.plugin_type());
+                            e.scored_parts.push(part);
+                        }
+                    }
                 }
                 select::primary(profile.selection, key, rng, rotation).unwrap_or(0)
             }
@@ -301,11 +398,27 @@ impl Picker {
             &mut scratch.fallbacks,
             &mut scratch.ranked,
         );
+        if let Some(e) = explaining.as_mut() {
+            let columns = std::mem::take(&mut e.scored_parts);
+            e.scored = (0..cands.len())
+                .filter_map(|i| {
+                    Some(ScoredEndpoint {
+                        id: id_at(i)?,
+                        total: key.get(i).copied().unwrap_or(f64::NAN),
+                        parts: columns
+                            .iter()
+                            .map(|c| c.get(i).copied().unwrap_or(0.0))
+                            .collect(),
+                    })
+                })
+                .collect();
+        }
         let primary = id_at(primary).ok_or(PickError::EmptyPool)?;
         Ok(Pick {
             primary,
             fallbacks: scratch.fallbacks.iter().filter_map(|&i| id_at(i)).collect(),
             metrics_fail_open: fail_open,
+            explanation: None,
         })
     }
 
@@ -430,6 +543,22 @@ impl Picker {
         Some(self.latency.estimate(*self.slots.by_id.get(&endpoint)?))
     }
 
+    /// The latency model's estimate for `endpoint`: its own once seen, the fleet prior before.
+    pub(crate) fn latency_estimate_or_prior(&self, endpoint: EndpointId) -> LatencyEstimate {
+        self.latency.estimate(self.slot_or_none(endpoint))
+    }
+
+    /// The latency model's TTFT prediction (seconds) at `endpoint` for a request with features
+    /// `f`; the fleet prior's before it has been seen.
+    pub(crate) fn latency_prediction(&self, endpoint: EndpointId, f: &TtftFeatures) -> f64 {
+        self.latency.predict(self.slot_or_none(endpoint), f)
+    }
+
+    /// The endpoint's slot, or one no endpoint has (whose learned state is the prior).
+    fn slot_or_none(&self, endpoint: EndpointId) -> u32 {
+        self.slots.by_id.get(&endpoint).copied().unwrap_or(u32::MAX)
+    }
+
     /// Recomputes what depends on membership, when the pool's membership changed.
     fn sync(&mut self, pool: &Pool) {
         if self
@@ -515,6 +644,17 @@ impl Picker {
     }
 }
 
+/// The pool positions of the candidates the filters have kept so far.
+fn kept_positions(cands: &Candidates) -> Vec<u32> {
+    cands
+        .pos
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| cands.keep.kept(i))
+        .map(|(_, &p)| p)
+        .collect()
+}
+
 /// Whether `req` is for the base model, or for an adapter the endpoint at `pos` reported running.
 fn adapter_was_running(pool: &Pool, pos: usize, req: &RequestFeatures) -> bool {
     let Some(adapter) = req.target_adapter.as_deref() else {
@@ -528,7 +668,7 @@ fn adapter_was_running(pool: &Pool, pos: usize, req: &RequestFeatures) -> bool {
 /// Requests ahead of a new one at the endpoint at `pos`: its scraped queue plus what was
 /// dispatched there since the scrape and is still in flight, or, when the server does not report
 /// a queue, what this gateway has in flight there.
-fn queue_ahead(pool: &Pool, pos: usize) -> f64 {
+pub(crate) fn queue_ahead(pool: &Pool, pos: usize) -> f64 {
     let s = pool.signals_at(pos);
     let local = pool.local_load_since(pos, s.mark);
     if s.waiting.is_nan() {

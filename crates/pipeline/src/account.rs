@@ -11,7 +11,8 @@ use infergate_control::limits::LimitTicket;
 use infergate_control::pool::PoolRuntime;
 use infergate_picker::{Dispatch, InFlightGuard, TtftTicket};
 use infergate_telemetry::capture::Pending;
-use infergate_telemetry::metrics::{Metrics, ModelLabels};
+use infergate_telemetry::metrics::{Metrics, ModelLabels, TokenLabels};
+use infergate_telemetry::upstream::{ModelNameLabels, ObjectiveLabels, TtftLabels};
 use infergate_telemetry::usage::UsageTap;
 use tokio::time::Instant;
 
@@ -24,6 +25,12 @@ pub struct Served<'a> {
     pub pool: Arc<PoolRuntime>,
     /// The model the request was sent to.
     pub model: &'a str,
+    /// The model the client asked for (differs from `model` after a rewrite).
+    pub asked_model: &'a str,
+    /// The upstream priority of the request's band.
+    pub priority: i32,
+    /// The request's tenant, when known.
+    pub tenant: Option<&'a str>,
     /// When the request arrived.
     pub started: Instant,
     /// When it was sent to the endpoint that answers.
@@ -44,6 +51,10 @@ pub struct Accounting {
     metrics: Arc<Metrics>,
     pool: Arc<PoolRuntime>,
     model: ModelLabels,
+    /// Upstream's labels of the request, folded once.
+    objective: ObjectiveLabels,
+    fairness_id: String,
+    priority: String,
     started: Instant,
     dispatched: Instant,
     ticket: TtftTicket,
@@ -64,6 +75,9 @@ impl Accounting {
             metrics,
             pool,
             model,
+            asked_model,
+            priority,
+            tenant,
             started,
             dispatched,
             dispatch,
@@ -71,13 +85,24 @@ impl Accounting {
             usage,
         } = served;
         let Dispatch { ticket, guard } = dispatch;
+        let model = metrics.models.fold(model);
+        let objective = ObjectiveLabels {
+            model_name: metrics.models.fold(asked_model),
+            target_model_name: model.clone(),
+        };
         metrics.in_flight.inc();
+        metrics
+            .upstream
+            .running
+            .get_or_create(&running(&objective))
+            .inc();
         Self {
+            fairness_id: metrics.tenants.fold(tenant.unwrap_or_default()),
+            priority: priority.to_string(),
+            objective,
             metrics,
             pool,
-            model: ModelLabels {
-                model: model.to_owned(),
-            },
+            model: ModelLabels { model },
             started,
             dispatched,
             ticket,
@@ -119,10 +144,9 @@ impl Accounting {
             if self.streaming {
                 self.pool
                     .observe_ttft(&self.ticket, self.dispatched.elapsed());
-                self.metrics
-                    .ttft
-                    .get_or_create(&self.model)
-                    .observe(self.started.elapsed().as_secs_f64());
+                let ttft = self.started.elapsed().as_secs_f64();
+                self.metrics.ttft.get_or_create(&self.model).observe(ttft);
+                self.observe_upstream_ttft(ttft);
             }
         }
         self.usage.feed(chunk);
@@ -137,10 +161,21 @@ impl Accounting {
         self.guard.take();
         self.permit.take();
         self.metrics.in_flight.dec();
-        self.metrics
-            .e2e
-            .get_or_create(&self.model)
-            .observe(self.started.elapsed().as_secs_f64());
+        let m = &self.metrics;
+        m.upstream
+            .running
+            .get_or_create(&running(&self.objective))
+            .dec();
+        let took = self.started.elapsed().as_secs_f64();
+        m.e2e.get_or_create(&self.model).observe(took);
+        m.upstream
+            .duration
+            .get_or_create(&self.objective)
+            .observe(took);
+        if !self.streaming {
+            // A buffered answer's first byte is its last: llm-d reports its whole duration.
+            self.observe_upstream_ttft(took);
+        }
         let usage = self.usage.finish();
         if let Some(pending) = self.capture.take() {
             pending.complete(usage, self.usage.streamed_events());
@@ -150,16 +185,57 @@ impl Accounting {
         }
         if let Some(u) = usage {
             let m = &self.metrics;
+            let tokens = TokenLabels {
+                model: self.model.model.clone(),
+                pool: self.pool.name.clone(),
+            };
             m.prompt_tokens
-                .get_or_create(&self.model)
+                .get_or_create(&tokens)
                 .inc_by(u.prompt_tokens);
             m.completion_tokens
-                .get_or_create(&self.model)
+                .get_or_create(&tokens)
                 .inc_by(u.completion_tokens);
             m.cached_tokens
-                .get_or_create(&self.model)
+                .get_or_create(&tokens)
                 .inc_by(u.cached_tokens);
+            let up = &m.upstream;
+            let o = &self.objective;
+            up.input_tokens
+                .get_or_create(o)
+                .observe(u.prompt_tokens as f64);
+            up.output_tokens
+                .get_or_create(o)
+                .observe(u.completion_tokens as f64);
+            up.cached_tokens
+                .get_or_create(o)
+                .observe(u.cached_tokens as f64);
+            if u.completion_tokens > 0 {
+                up.ntpot
+                    .get_or_create(o)
+                    .observe(took / u.completion_tokens as f64);
+            }
         }
+    }
+
+    fn observe_upstream_ttft(&self, seconds: f64) {
+        self.metrics
+            .upstream
+            .ttft
+            .get_or_create(&TtftLabels {
+                model_name: self.objective.model_name.clone(),
+                target_model_name: self.objective.target_model_name.clone(),
+                fairness_id: self.fairness_id.clone(),
+                priority: self.priority.clone(),
+                streaming: self.streaming.to_string(),
+            })
+            .observe(seconds);
+    }
+}
+
+/// `inference_objective_running_requests`'s labels for a request with `objective`.
+fn running(objective: &ObjectiveLabels) -> ModelNameLabels {
+    ModelNameLabels {
+        model_name: objective.model_name.clone(),
     }
 }
 

@@ -4,12 +4,22 @@
 //! take it. The decision time is measured here, for both fronts.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use infergate_api_error::ApiError;
 use infergate_control::pool::{PoolRuntime, Snapshot};
 use infergate_control::Clock;
-use infergate_picker::{Dispatch, Pick, RequestFeatures};
+use infergate_picker::{Dispatch, Explanation, Pick, RequestFeatures};
+use serde_json::{json, Map, Value};
 use tokio::time::Instant;
+
+/// The response header (serve) and `envoy.lb` metadata key (extproc) of each candidate's total
+/// score, `{"ip:port": total}`: llm-d's name and shape.
+pub const ENDPOINT_SCORES: &str = "x-gateway-destination-endpoint-scores";
+
+/// The response header and `envoy.lb` metadata key of the whole explanation (JSON): the
+/// scorers' parts, the filters that removed endpoints, the decision time.
+pub const PICK_EXPLANATION: &str = "x-infergate-pick";
 
 /// A request's endpoints, chosen.
 #[derive(Debug)]
@@ -20,6 +30,17 @@ pub struct Picked {
     pub pick: Pick,
     /// The dispatch to the primary.
     pub dispatch: Dispatch,
+    /// How long the pick and dispatch took.
+    pub decision: Duration,
+}
+
+/// Why a request went where it went, rendered once for whichever front tells it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Why {
+    /// Each scored endpoint's total, by address ([`ENDPOINT_SCORES`]).
+    pub scores: Map<String, Value>,
+    /// The whole explanation as compact JSON ([`PICK_EXPLANATION`]).
+    pub explanation: String,
 }
 
 impl Picked {
@@ -38,24 +59,79 @@ impl Picked {
         }
         destination
     }
+
+    /// Why, when the pick was explained (`--emit-endpoint-scores`).
+    pub fn why(&self) -> Option<Why> {
+        let e = self.pick.explanation.as_deref()?;
+        Some(render(e, &self.snap, self.pick.primary, self.decision))
+    }
+}
+
+/// The explanation `e` of a pick of `primary` on `snap` that took `decision`, with endpoints
+/// named by address. A score that is not finite (no candidate has one) is written as null.
+fn render(
+    e: &Explanation,
+    snap: &Snapshot,
+    primary: infergate_picker::EndpointId,
+    decision: Duration,
+) -> Why {
+    let address = |id| snap.pool.address(id).unwrap_or_default().to_owned();
+    let number = |x: f64| serde_json::Number::from_f64(x).map_or(Value::Null, Value::Number);
+    let scores: Map<String, Value> = e
+        .scored
+        .iter()
+        .map(|s| (address(s.id), number(s.total)))
+        .collect();
+    let candidates: Vec<Value> = e
+        .scored
+        .iter()
+        .map(|s| {
+            let parts: Map<String, Value> = e
+                .scorers
+                .iter()
+                .zip(&s.parts)
+                .map(|(name, &x)| ((*name).to_owned(), number(x)))
+                .collect();
+            json!({"endpoint": address(s.id), "total": number(s.total), "scores": parts})
+        })
+        .collect();
+    let removed: Vec<Value> = e
+        .removed
+        .iter()
+        .map(|(id, by)| json!({"endpoint": address(*id), "by": by}))
+        .collect();
+    let explanation = json!({
+        "primary": address(primary),
+        "decision_seconds": decision.as_secs_f64(),
+        "candidates": candidates,
+        "removed": removed,
+    })
+    .to_string();
+    Why {
+        scores,
+        explanation,
+    }
 }
 
 /// Picks and dispatches on `pool` as it is now, timing the decision into
-/// `infergate_picker_latency_seconds`.
+/// `infergate_picker_latency_seconds`; with `explain`, the pick says why ([`Picked::why`]).
 pub fn pick(
     pool: &PoolRuntime,
     features: &RequestFeatures,
     clock: Clock,
+    explain: bool,
 ) -> Result<Picked, ApiError> {
     let snap = pool.snapshot();
     let now = clock.now();
     let t0 = Instant::now();
-    let picked = pool.pick(&snap, features, now);
-    pool.observe_decision(t0.elapsed());
+    let picked = pool.pick(&snap, features, now, explain);
+    let decision = t0.elapsed();
+    pool.observe_decision(decision);
     let (pick, dispatch) = picked.map_err(|e| ApiError::no_endpoint(&pool.name, e))?;
     Ok(Picked {
         snap,
         pick,
         dispatch,
+        decision,
     })
 }

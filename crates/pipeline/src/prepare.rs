@@ -13,7 +13,7 @@ use infergate_config::gateway::Band;
 use infergate_control::limits::LimitTicket;
 use infergate_control::routes::{Routes, Target};
 use infergate_picker::RequestFeatures;
-use infergate_telemetry::metrics::{Metrics, RequestLabels};
+use infergate_telemetry::metrics::{Metrics, RequestRecord};
 
 use crate::limit::Charge;
 use crate::{features, identity, parse, rewrite, route};
@@ -58,17 +58,18 @@ pub struct Prepared {
     pub limit: Option<LimitTicket>,
 }
 
-/// Parses and routes a request, up to its rate limits. `labels` is filled as far as the request
+/// Parses and routes a request, up to its rate limits. `record` is filled as far as the request
 /// got, for the request count.
 pub fn prepare(
     routes: &Arc<Routes>,
     inbound: Inbound<'_>,
     metrics: &Metrics,
-    labels: &mut RequestLabels,
+    record: &mut RequestRecord,
 ) -> Result<Prepared, ApiError> {
     // Parse.
     let mut parsed = parse::parse_request(inbound.headers, inbound.body)?;
     let received = inbound.body.unwrap_or_default();
+    record.asked_model.clone_from(&parsed.model);
 
     // Rewrite: a canary rule (or the rewrite header) sends the request to another model; the
     // body sent upstream names that model, and the answer names the client's again.
@@ -83,13 +84,14 @@ pub fn prepare(
         d.count(metrics);
     }
     let pool = &target.pool;
-    labels.model.clone_from(&parsed.model);
-    labels.pool.clone_from(&pool.name);
+    record.model.clone_from(&parsed.model);
+    record.pool.clone_from(&pool.name);
 
     // Identity: from the token's claims, or from headers, as `tenancy` says. A pool with
     // `forwardPriority` tells its model servers the band as vLLM's body `priority`, so their
     // own queues serve Critical first too.
     let identity = identity::identity(&routes.config.tenancy, inbound.token, inbound.headers);
+    record.priority = identity::priority(identity.band);
     if pool.forward_priority && inbound.body.is_some() {
         let current = body.as_deref().unwrap_or(received);
         let priority = identity.band.engine_priority();

@@ -1,5 +1,6 @@
 //! infergate's telemetry, shared by both fronts and the control plane: the Prometheus metrics
-//! the admin listener serves ([`metrics`]), token usage read from answers on their way through
+//! the admin listener serves ([`metrics`]; the fleet as the picker sees it in [`fleet`], the
+//! families under GIE's and llm-d's names in [`upstream`], bounded labels in [`cap`]), token usage read from answers on their way through
 //! ([`usage`]), and the trace capture of completed requests ([`capture`]).
 //!
 //! Nothing here decides anything: the pipeline and the control plane write what they saw, and
@@ -8,8 +9,12 @@
 
 #![forbid(unsafe_code)]
 
+pub mod cap;
 pub mod capture;
+pub mod catalog;
+pub mod fleet;
 pub mod metrics;
+pub mod upstream;
 pub mod usage;
 
 pub use metrics::Metrics;

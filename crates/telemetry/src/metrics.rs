@@ -1,7 +1,9 @@
 //! The gateway's own Prometheus metrics, served by the admin listener.
 //!
-//! Label values are bounded by the configuration: models and pools come from the config (a
-//! request naming an unknown model is counted under `model=""`), endpoints from discovery.
+//! Label values are bounded: pools come from the config, endpoints from discovery, and models and
+//! tenants pass through a [`LabelCap`] (a request naming an unknown model is counted under
+//! `model=""` in infergate's families; upstream's `model_name` keeps what the client asked for,
+//! folded into `other` beyond the cap). Every family is listed in `docs/metrics.md`.
 
 use std::sync::atomic::AtomicU64;
 
@@ -11,6 +13,12 @@ use prometheus_client::metrics::family::{Family, MetricConstructor};
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
+
+use crate::cap::LabelCap;
+use crate::catalog::{FamilyInfo, Registrar};
+use crate::fleet::FleetGauges;
+pub use crate::fleet::PoolLabels;
+use crate::upstream::{self, ObjectiveErrorLabels, ObjectiveRequestLabels, UpstreamRequests};
 
 /// Labels of a request count.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -25,11 +33,38 @@ pub struct RequestLabels {
     pub status: u16,
 }
 
+/// What is known of one inference request when it is counted, filled in as far as it got.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RequestRecord {
+    /// The model the client asked for; empty before the body was parsed.
+    pub asked_model: String,
+    /// The model it was routed by (a rewrite's target); empty when routing found none.
+    pub model: String,
+    /// The pool; empty when none was found.
+    pub pool: String,
+    /// The endpoint that answered; empty when none did.
+    pub endpoint: String,
+    /// The HTTP status the client got.
+    pub status: u16,
+    /// The upstream priority of its band (Critical 1, Standard 0, Sheddable -1).
+    pub priority: i32,
+}
+
 /// Labels of a per-model series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ModelLabels {
     /// The model the request named.
     pub model: String,
+}
+
+/// Labels of a token count: per model and pool, so a pool's prefix-cache hit ratio is a ratio
+/// of two sums.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TokenLabels {
+    /// The model the request was routed by.
+    pub model: String,
+    /// The pool that served it.
+    pub pool: String,
 }
 
 /// Labels of a rewrite count.
@@ -39,13 +74,6 @@ pub struct RewriteLabels {
     pub model: String,
     /// The model the request was sent to.
     pub target: String,
-}
-
-/// Labels of a per-pool series.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct PoolLabels {
-    /// The pool.
-    pub pool: String,
 }
 
 /// Labels of a flow-control series of one band of one pool.
@@ -120,18 +148,19 @@ const DECISION: Buckets = Buckets {
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
+    catalog: Vec<FamilyInfo>,
     /// Requests answered, by model, pool, endpoint and status.
     pub requests: Family<RequestLabels, Counter>,
     /// Time to first token of streamed answers, by model.
     pub ttft: Family<ModelLabels, Histogram, Buckets>,
     /// Request start to last byte, by model.
     pub e2e: Family<ModelLabels, Histogram, Buckets>,
-    /// Prompt tokens from `usage`, by model.
-    pub prompt_tokens: Family<ModelLabels, Counter>,
-    /// Generated tokens from `usage`, by model.
-    pub completion_tokens: Family<ModelLabels, Counter>,
-    /// Prompt tokens served from the prefix cache, from `usage`, by model.
-    pub cached_tokens: Family<ModelLabels, Counter>,
+    /// Prompt tokens from `usage`, by model and pool.
+    pub prompt_tokens: Family<TokenLabels, Counter>,
+    /// Generated tokens from `usage`, by model and pool.
+    pub completion_tokens: Family<TokenLabels, Counter>,
+    /// Prompt tokens served from the prefix cache, from `usage`, by model and pool.
+    pub cached_tokens: Family<TokenLabels, Counter>,
     /// Requests sent to each endpoint (fallbacks included).
     pub routing_decisions: Family<EndpointLabels, Counter>,
     /// Requests refused with 429 by flow control (shed at saturation, queue full, displaced).
@@ -153,8 +182,6 @@ pub struct Metrics {
     pub saturation: Family<PoolLabels, Gauge<f64, AtomicU64>>,
     /// Scrapes that failed (connect, status, timeout or parse).
     pub scrape_errors: Family<EndpointLabels, Counter>,
-    /// Seconds since the endpoint's last good scrape (set when `/metrics` is read).
-    pub scrape_age: Family<EndpointLabels, Gauge<f64, AtomicU64>>,
     /// Time to pick and dispatch, by pool.
     pub picker_latency: Family<PoolLabels, Histogram, Buckets>,
     /// Responses streaming now.
@@ -191,6 +218,14 @@ pub struct Metrics {
     pub capture_records: Counter,
     /// Completed requests the trace capture dropped because its writer was behind (or closed).
     pub capture_dropped: Counter,
+    /// The fleet as the picker sees it, rewritten at each read.
+    pub fleet: FleetGauges,
+    /// The request families under GIE's and llm-d's names.
+    pub upstream: UpstreamRequests,
+    /// Bounds the model labels.
+    pub models: LabelCap,
+    /// Bounds the tenant (`fairness_id`) labels.
+    pub tenants: LabelCap,
 }
 
 /// Labels of a rate-limit decision.
@@ -241,9 +276,9 @@ pub struct ReloadLabels {
 }
 
 impl Metrics {
-    /// Every family, registered under the `infergate_` prefix.
+    /// Every family: infergate's under the `infergate_` prefix, upstream's under their own names.
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("infergate");
+        let mut root = Registry::default();
         let m = Self {
             requests: Family::default(),
             ttft: Family::new_with_constructor(LATENCY),
@@ -261,7 +296,6 @@ impl Metrics {
             queue_spread: Family::default(),
             saturation: Family::default(),
             scrape_errors: Family::default(),
-            scrape_age: Family::default(),
             picker_latency: Family::new_with_constructor(DECISION),
             in_flight: Gauge::default(),
             reloads: Family::default(),
@@ -278,9 +312,27 @@ impl Metrics {
             discovery_watch_errors: Family::default(),
             capture_records: Counter::default(),
             capture_dropped: Counter::default(),
+            fleet: FleetGauges::default(),
+            upstream: UpstreamRequests::default(),
+            models: LabelCap::default(),
+            tenants: LabelCap::default(),
             registry: Registry::default(),
+            catalog: Vec::new(),
         };
-        let r = &mut registry;
+        let mut catalog = Vec::new();
+        let mut upstream = Registrar {
+            registry: &mut root,
+            prefix: "",
+            catalog: &mut catalog,
+        };
+        m.upstream.register(&mut upstream);
+        m.fleet.register_upstream(&mut upstream);
+        let r = &mut Registrar {
+            registry: root.sub_registry_with_prefix("infergate"),
+            prefix: "infergate_",
+            catalog: &mut catalog,
+        };
+        m.fleet.register_ours(r);
         r.register("requests", "Requests answered", m.requests.clone());
         r.register(
             "capture_records",
@@ -368,11 +420,6 @@ impl Metrics {
             m.scrape_errors.clone(),
         );
         r.register(
-            "scrape_age_seconds",
-            "Seconds since the last good scrape",
-            m.scrape_age.clone(),
-        );
-        r.register(
             "picker_latency_seconds",
             "Time to pick and dispatch",
             m.picker_latency.clone(),
@@ -438,7 +485,56 @@ impl Metrics {
             "Kubernetes watch errors, by resource",
             m.discovery_watch_errors.clone(),
         );
-        Self { registry, ..m }
+        Self {
+            registry: root,
+            catalog,
+            ..m
+        }
+    }
+
+    /// Every family registered, in registration order.
+    pub fn catalog(&self) -> &[FamilyInfo] {
+        &self.catalog
+    }
+
+    /// Counts one inference request that ended (answered or refused) in `infergate_requests`
+    /// and in upstream's request or error count.
+    pub fn count_request(&self, r: &RequestRecord) {
+        let model = self.models.fold(&r.model);
+        let asked = if r.asked_model.is_empty() {
+            model.clone()
+        } else {
+            self.models.fold(&r.asked_model)
+        };
+        let scheduled = !r.endpoint.is_empty();
+        if scheduled {
+            self.upstream
+                .requests
+                .get_or_create(&ObjectiveRequestLabels {
+                    model_name: asked.clone(),
+                    target_model_name: model.clone(),
+                    priority: r.priority.to_string(),
+                })
+                .inc();
+        }
+        if !scheduled || r.status >= 400 {
+            self.upstream
+                .errors
+                .get_or_create(&ObjectiveErrorLabels {
+                    model_name: asked,
+                    target_model_name: model.clone(),
+                    error_code: upstream::error_code(r.status, scheduled).to_owned(),
+                })
+                .inc();
+        }
+        self.requests
+            .get_or_create(&RequestLabels {
+                model,
+                pool: r.pool.clone(),
+                endpoint: r.endpoint.clone(),
+                status: r.status,
+            })
+            .inc();
     }
 
     /// Prometheus text exposition of every family.

@@ -65,6 +65,31 @@ pub fn split_response(raw: &str) -> (u16, Vec<(String, String)>, &str) {
     (status, headers, body)
 }
 
+/// The body of a response split by [`split_response`], with its chunked transfer coding undone
+/// when `headers` say it has one (Go's servers chunk any answer over a few KiB).
+pub fn body_of(headers: &[(String, String)], body: &str) -> String {
+    let chunked = headers
+        .iter()
+        .any(|(k, v)| k == "transfer-encoding" && v.eq_ignore_ascii_case("chunked"));
+    if !chunked {
+        return body.to_owned();
+    }
+    let mut out = String::new();
+    let mut rest = body;
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let size = size.split(';').next().unwrap_or("").trim();
+        let Ok(n) = usize::from_str_radix(size, 16) else {
+            break;
+        };
+        if n == 0 || after.len() < n {
+            break;
+        }
+        out.push_str(&after[..n]);
+        rest = after[n..].strip_prefix("\r\n").unwrap_or(&after[n..]);
+    }
+    out
+}
+
 /// The sum of every sample in a Prometheus exposition `text` whose line starts with `series` (a
 /// name, or a name with some of its labels); 0 when none does.
 pub fn metric_sum(text: &str, series: &str) -> f64 {
@@ -72,4 +97,19 @@ pub fn metric_sum(text: &str, series: &str) -> f64 {
         .filter(|l| l.starts_with(series))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chunked_body_is_joined_and_a_plain_one_kept() {
+        let chunked = vec![("transfer-encoding".to_owned(), "chunked".to_owned())];
+        assert_eq!(
+            body_of(&chunked, "5\r\nhello\r\n7;x=y\r\n, world\r\n0\r\n\r\n"),
+            "hello, world"
+        );
+        assert_eq!(body_of(&[], "5\r\nhello"), "5\r\nhello");
+    }
 }

@@ -27,8 +27,8 @@ use std::time::Duration;
 
 use infergate_config::gateway::{Band, ResolvedGateway};
 use infergate_flow::{
-    Admission as Answer, Decision, Detector, EndpointLoad, FlowConfig, FlowController, FlowRequest,
-    Outcome, PoolState, QueueLength, Rejection, RequestId,
+    Admission as Answer, Decision, Detector, DropReason, EndpointLoad, FlowConfig, FlowController,
+    FlowRequest, Outcome, PoolState, QueueLength, Rejection, RequestId,
 };
 use infergate_picker::{EndpointId, LoraInfo, Pool};
 use tokio::sync::{oneshot, Notify};
@@ -115,6 +115,17 @@ impl Admission {
                 pool: self.pool.clone(),
             };
             let _ = metrics.shed.get_or_create(&pool);
+            // Every refusal series at zero, so a dashboard shows a rate of 0 rather than no
+            // data before the first refusal.
+            for band in Band::ALL {
+                for reason in DropReason::ALL {
+                    let _ = metrics.flow_rejections.get_or_create(&FlowRejectionLabels {
+                        pool: self.pool.clone(),
+                        band: band_name(band),
+                        reason: reason.as_str().to_owned(),
+                    });
+                }
+            }
             let lengths = self.lengths(&self.lock());
             self.record_lengths(&lengths);
         }

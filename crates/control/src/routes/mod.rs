@@ -58,6 +58,12 @@ impl Routes {
         let mut pools = Vec::with_capacity(config.pools.len());
         let mut by_name = HashMap::with_capacity(config.pools.len());
         for (i, p) in config.pools.iter().enumerate() {
+            // The models a config routes are always reported under their own names: only
+            // names clients invent fold into `other`.
+            metrics.models.pin(&p.model_name);
+            for adapter in &p.adapters {
+                metrics.models.pin(adapter);
+            }
             let policy = crate::policy::pool_policy(p, config_dir, picker_configs)?;
             let prev = previous.and_then(|r| r.pool(&p.name));
             let members = match (&config.discovery, source) {

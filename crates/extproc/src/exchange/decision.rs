@@ -64,7 +64,7 @@ impl Exchange {
             token: self.token.as_ref(),
         };
         let metrics = Arc::clone(self.processor.handle.metrics());
-        let mut prepared = match prepare(&routes, inbound, &metrics, &mut self.labels) {
+        let mut prepared = match prepare(&routes, inbound, &metrics, &mut self.record) {
             Ok(p) => p,
             Err(e) => return self.refuse(&e),
         };
@@ -153,7 +153,12 @@ impl Exchange {
         if self.head.headers.contains_key(MODEL_NAME_REWRITE) {
             remove.push(MODEL_NAME_REWRITE.as_str().to_owned());
         }
-        let mut out = vec![protocol::route(&routed.destination, extra, remove)];
+        let mut out = vec![protocol::route(
+            &routed.destination,
+            routed.why.as_ref(),
+            extra,
+            remove,
+        )];
         match ending {
             Ending::Headers => {}
             Ending::Body => out.extend(protocol::body_chunks(Direction::Request, &self.body, true)),

@@ -40,8 +40,8 @@ impl Exchange {
         } else {
             Vec::new()
         };
-        self.labels.status = head.status.unwrap_or(0);
-        self.labels.endpoint.clone_from(&endpoint);
+        self.record.status = head.status.unwrap_or(0);
+        self.record.endpoint.clone_from(&endpoint);
         self.count();
         self.answer = Some(answer);
         self.phase = Phase::Response;

@@ -14,6 +14,7 @@ use envoy_types::pb::envoy::service::ext_proc::v3::{
 use envoy_types::pb::google::protobuf::value::Kind;
 use envoy_types::pb::google::protobuf::{ListValue, Struct, Value};
 use infergate_control::{Plane, PlaneOptions};
+use infergate_pipeline::pick;
 
 pub(super) const LLAMA: [&str; 3] = ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.2:3"];
 pub(super) const MISTRAL: &str = "127.0.0.1:4";
@@ -40,12 +41,18 @@ pub(super) const TWO_POOLS: &str = "    - {name: llama, modelName: llama, modelS
     - {name: mistral, modelName: mistral, modelSelector: {matchLabels: {pool: mistral}}}";
 
 pub(super) fn start(yaml: &str) -> (Plane, Arc<Processor>) {
+    start_with(yaml, false)
+}
+
+/// [`start`], with picks explained or not (`--emit-endpoint-scores`).
+pub(super) fn start_with(yaml: &str, emit_endpoint_scores: bool) -> (Plane, Arc<Processor>) {
     let config = infergate_config::gateway::load_from_str(yaml)
         .unwrap()
         .resolve()
         .unwrap();
     let options = PlaneOptions {
         admin_listen: Some("127.0.0.1:0".parse().unwrap()),
+        emit_endpoint_scores,
         ..PlaneOptions::default()
     };
     let plane = Plane::start(config, &options).unwrap();
@@ -432,6 +439,40 @@ async fn refusals_are_immediate_responses_with_their_status() {
     // An unknown model is counted under model="" (labels stay bounded by the config).
     let line = r#"infergate_requests_total{model="",pool="",endpoint="",status="404"} 1"#;
     assert!(metrics.contains(line), "{line} not in\n{metrics}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_explained_pick_puts_the_scores_and_the_explanation_beside_the_destination() {
+    for emit in [false, true] {
+        let (_plane, p) = start_with(&config(true, TWO_POOLS), emit);
+        let mut ex = Exchange::new(p);
+        let answers = post(&mut ex, &chat("llama", 10), Vec::new());
+        let dest = destination(&answers);
+        let md = answers[0].dynamic_metadata.as_ref().unwrap();
+        let Some(Kind::StructValue(lb)) = &md.fields["envoy.lb"].kind else {
+            panic!()
+        };
+        if !emit {
+            assert_eq!(lb.fields.len(), 1, "only the destination: {lb:?}");
+            continue;
+        }
+        let Some(Kind::StructValue(scores)) = &lb.fields[pick::ENDPOINT_SCORES].kind else {
+            panic!("{lb:?}")
+        };
+        // No endpoint was ever scraped, so every one is a candidate (the stale filter fails
+        // open) and has a total.
+        let mut scored: Vec<&str> = scores.fields.keys().map(String::as_str).collect();
+        scored.sort_unstable();
+        let mut all = LLAMA.to_vec();
+        all.sort_unstable();
+        assert_eq!(scored, all);
+        let Some(Kind::StringValue(why)) = &lb.fields[pick::PICK_EXPLANATION].kind else {
+            panic!("{lb:?}")
+        };
+        let why: serde_json::Value = serde_json::from_str(why).unwrap();
+        assert_eq!(why["primary"], dest.split(',').next().unwrap(), "{why}");
+        assert_eq!(why["candidates"].as_array().unwrap().len(), 3, "{why}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

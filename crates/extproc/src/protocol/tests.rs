@@ -130,7 +130,12 @@ fn set_headers(m: &ProcessingResponse) -> Vec<(String, Vec<u8>, i32)> {
 #[test]
 fn the_route_answer_sets_header_and_metadata_to_one_value_and_clears_the_route_cache() {
     let dest = "10.0.0.1:8000,10.0.0.2:8000,[fd00::1]:8000";
-    let m = route(dest, vec![set_header(MODEL_NAME, b"llama")], Vec::new());
+    let m = route(
+        dest,
+        None,
+        vec![set_header(MODEL_NAME, b"llama")],
+        Vec::new(),
+    );
     let Some(Response::RequestHeaders(h)) = &m.response else {
         panic!("{m:?}");
     };

@@ -3,6 +3,7 @@
 
 use hyper::header::{HeaderName, HeaderValue, CONNECTION, CONTENT_LENGTH, HOST};
 use hyper::HeaderMap;
+use infergate_pipeline::pick::{self, Why};
 
 /// `X-Gateway-Model-Name`: the model the request named.
 pub const MODEL_NAME: HeaderName = HeaderName::from_static("x-gateway-model-name");
@@ -12,6 +13,22 @@ pub const BASE_MODEL_NAME: HeaderName = HeaderName::from_static("x-gateway-base-
 /// the gateway sets it on the response so a client can see where it was served.
 pub const DESTINATION_ENDPOINT: HeaderName =
     HeaderName::from_static("x-gateway-destination-endpoint");
+
+/// Sets the explanation of the pick on a response (`--emit-endpoint-scores`): the totals under
+/// llm-d's header name, the whole explanation beside it. Replaces any value the model server
+/// sent under those names.
+pub fn explain(headers: &mut HeaderMap, why: &Why) {
+    let scores = serde_json::Value::Object(why.scores.clone()).to_string();
+    for (name, value) in [
+        (pick::ENDPOINT_SCORES, scores.as_str()),
+        (pick::PICK_EXPLANATION, why.explanation.as_str()),
+    ] {
+        // JSON of addresses, names and numbers is visible ASCII: always a valid header value.
+        if let Ok(v) = HeaderValue::from_str(value) {
+            headers.insert(HeaderName::from_static(name), v);
+        }
+    }
+}
 
 /// RFC 9110 §7.6.1 connection-specific headers, plus the legacy `proxy-connection`.
 const HOP_BY_HOP: [HeaderName; 9] = [

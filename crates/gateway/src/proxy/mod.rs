@@ -28,7 +28,7 @@ use infergate_control::limits::LimitTicket;
 use infergate_control::pool::Snapshot;
 use infergate_picker::{Dispatch, EndpointId};
 use infergate_pipeline::account::{Accounting, Served};
-use infergate_pipeline::pick::Picked;
+use infergate_pipeline::pick::{Picked, Why};
 use infergate_pipeline::rewrite::restore::{Restore, RestoreBody};
 use infergate_pipeline::{ApiError, Prepared};
 use infergate_telemetry::capture;
@@ -63,16 +63,28 @@ pub struct Forward<'a> {
     pub limit: Option<LimitTicket>,
 }
 
+/// The endpoint that answered, as [`Forward::respond`] turns its answer into the client's.
+struct Answer<'a> {
+    lease: Option<Lease>,
+    dispatch: Dispatch,
+    address: &'a str,
+    dispatched: Instant,
+    /// Why it was picked, when picks are explained.
+    why: Option<&'a Why>,
+}
+
 impl Forward<'_> {
     /// Tries the primary, then each fallback, until one answers.
     pub async fn send(mut self, picked: Picked) -> Result<Response<ResponseBody>, ApiError> {
         // Without an answer the permit goes with this call, and flow control hears at once.
         let mut permit = self.permit.take();
         let mut limit = self.limit.take();
+        let why = picked.why();
         let Picked {
             snap,
             pick,
             dispatch: first,
+            ..
         } = picked;
         let target = &self.prepared.target;
         let pool = &target.pool;
@@ -96,7 +108,14 @@ impl Forward<'_> {
             let failure = match attempt {
                 Ok((resp, lease, dispatch, dispatched)) => {
                     let held = (permit.take(), limit.take());
-                    return Ok(self.respond(resp, lease, dispatch, address, dispatched, held));
+                    let answer = Answer {
+                        lease,
+                        dispatch,
+                        address,
+                        dispatched,
+                        why: why.as_ref(),
+                    };
+                    return Ok(self.respond(resp, answer, held));
                 }
                 Err(failure) => failure,
             };
@@ -183,16 +202,23 @@ impl Forward<'_> {
     fn respond(
         &self,
         resp: Response<hyper::body::Incoming>,
-        lease: Option<Lease>,
-        dispatch: Dispatch,
-        address: &str,
-        dispatched: Instant,
+        answer: Answer<'_>,
         (permit, limit): (Option<FlowPermit>, Option<LimitTicket>),
     ) -> Response<ResponseBody> {
+        let Answer {
+            lease,
+            dispatch,
+            address,
+            dispatched,
+            why,
+        } = answer;
         let (mut parts, body) = resp.into_parts();
         headers::strip_hop_by_hop(&mut parts.headers);
         if let Ok(v) = HeaderValue::from_str(address) {
             parts.headers.insert(headers::DESTINATION_ENDPOINT, v);
+        }
+        if let Some(why) = why {
+            headers::explain(&mut parts.headers, why);
         }
         let content_type = parts
             .headers
@@ -211,6 +237,9 @@ impl Forward<'_> {
             metrics: Arc::clone(plane.metrics()),
             pool: Arc::clone(&prepared.target.pool),
             model,
+            asked_model: prepared.restore.as_deref().unwrap_or(model),
+            priority: prepared.features.priority,
+            tenant: prepared.features.tenant.as_deref(),
             started: self.started,
             dispatched,
             dispatch,
@@ -228,6 +257,7 @@ impl Forward<'_> {
                 endpoint: address,
                 status: parts.status.as_u16(),
                 arrived: self.started,
+                pick: why.map(|w| w.explanation.as_str()),
             }));
         }
         if let Some(t) = limit {

@@ -86,16 +86,19 @@ async fn sse_passes_through_byte_for_byte_as_it_arrives() {
     // Usage came from the split event; TTFT was observed once.
     let m = gw.metric_text().await;
     assert_eq!(
-        metric_sum(&m, "infergate_prompt_tokens_total{model=\"m\"}"),
+        metric_sum(&m, "infergate_prompt_tokens_total{model=\"m\",pool=\"p\"}"),
         11.0,
         "{m}"
     );
     assert_eq!(
-        metric_sum(&m, "infergate_completion_tokens_total{model=\"m\"}"),
+        metric_sum(
+            &m,
+            "infergate_completion_tokens_total{model=\"m\",pool=\"p\"}"
+        ),
         2.0
     );
     assert_eq!(
-        metric_sum(&m, "infergate_cached_tokens_total{model=\"m\"}"),
+        metric_sum(&m, "infergate_cached_tokens_total{model=\"m\",pool=\"p\"}"),
         4.0
     );
     assert_eq!(
@@ -150,7 +153,7 @@ async fn a_streamed_chat_through_the_gateway_is_what_the_replica_sends_directly(
     assert_eq!(
         metric_sum(
             &m,
-            &format!("infergate_completion_tokens_total{{model=\"{LLAMA}\"}}")
+            &format!("infergate_completion_tokens_total{{model=\"{LLAMA}\",pool=\"llama\"}}")
         ),
         24.0,
         "{m}"

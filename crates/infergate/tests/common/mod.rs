@@ -219,6 +219,27 @@ pub fn serve_ready(
     (gateway, port, admin)
 }
 
+/// `infergate demo` (its simulated fleet `time_scale` times faster than real time) on two free
+/// loopback ports, output discarded; returns once `/readyz` answers 200 (every replica
+/// scraped): the process, the listener's port and the admin port.
+pub fn demo_ready(time_scale: u32) -> (Running, u16, u16) {
+    let spawn = |[port, admin]: [u16; 2]| {
+        infergate()
+            .arg("demo")
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
+            .args(["--time-scale", &time_scale.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let ready =
+        |[_, admin]: [u16; 2]| get(admin, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200"));
+    let (demo, [port, admin]) = start_on_free_ports("the demo's /readyz", spawn, ready);
+    (demo, port, admin)
+}
+
 /// The sum of every sample on the admin port's `/metrics` whose line starts with `series` (a
 /// name, or a name with some of its labels); 0 when none does.
 pub fn metric(admin: u16, series: &str) -> f64 {

@@ -64,11 +64,11 @@ fn sse_streams_pass_through_as_they_are_produced() {
     assert_eq!(r.text(), sse_events("llama").concat());
     // Usage was read from the stream, and the first chunk was taken as the first token.
     assert_eq!(
-        picker.metric(r#"infergate_completion_tokens_total{model="llama"}"#),
+        picker.metric(r#"infergate_completion_tokens_total{model="llama",pool="llama"}"#),
         SSE_EVENTS as f64
     );
     assert_eq!(
-        picker.metric(r#"infergate_prompt_tokens_total{model="llama"}"#),
+        picker.metric(r#"infergate_prompt_tokens_total{model="llama",pool="llama"}"#),
         7.0
     );
     assert_eq!(

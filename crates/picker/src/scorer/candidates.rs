@@ -97,6 +97,11 @@ impl Keep {
         true
     }
 
+    /// Whether candidate `i` is still kept.
+    pub(crate) fn kept(&self, i: usize) -> bool {
+        self.bits.get(i).copied().unwrap_or(false)
+    }
+
     fn dropped_any(&self) -> bool {
         self.kept < self.bits.len()
     }

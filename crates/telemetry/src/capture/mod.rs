@@ -128,6 +128,7 @@ impl Capture {
                 output_tokens: 0,
                 tokens_from: TokensFrom::Gateway,
                 prefix_hashes: f.prompt_block_hashes.clone(),
+                pick: request.pick.and_then(|p| serde_json::from_str(p).ok()),
             }),
         }
     }
@@ -171,6 +172,8 @@ pub struct Request<'a> {
     pub status: u16,
     /// When the request arrived at the gateway.
     pub arrived: Instant,
+    /// The pick's explanation (JSON), when picks are explained (`--emit-endpoint-scores`).
+    pub pick: Option<&'a str>,
 }
 
 /// A record waiting for its response to end.

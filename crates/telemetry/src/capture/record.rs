@@ -58,6 +58,10 @@ pub struct CaptureRecord {
     /// precision in many readers).
     #[serde(serialize_with = "hex_hashes")]
     pub prefix_hashes: Vec<u64>,
+    /// Why the picker chose the endpoint, when picks are explained (`--emit-endpoint-scores`):
+    /// the `x-infergate-pick` object. Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pick: Option<serde_json::Value>,
 }
 
 /// The band name of a picker priority (above zero Critical, below zero Sheddable).
@@ -94,6 +98,7 @@ mod tests {
             output_tokens: 7,
             tokens_from: TokensFrom::Gateway,
             prefix_hashes: vec![1, u64::MAX],
+            pick: None,
         };
         let line = serde_json::to_string(&r).unwrap();
         assert!(!line.contains('\n'));

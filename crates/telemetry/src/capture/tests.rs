@@ -19,6 +19,7 @@ fn request(f: &RequestFeatures, arrived: Instant) -> Request<'_> {
         endpoint: "127.0.0.1:9",
         status: 200,
         arrived,
+        pick: None,
     }
 }
 

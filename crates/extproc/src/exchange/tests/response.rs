@@ -75,8 +75,8 @@ async fn the_served_endpoint_holds_the_in_flight_count_until_the_response_ends()
         format!(
             r#"infergate_requests_total{{model="llama",pool="llama",endpoint="{fallback}",status="200"}} 1"#
         ),
-        r#"infergate_prompt_tokens_total{model="llama"} 12"#.to_owned(),
-        r#"infergate_completion_tokens_total{model="llama"} 3"#.to_owned(),
+        r#"infergate_prompt_tokens_total{model="llama",pool="llama"} 12"#.to_owned(),
+        r#"infergate_completion_tokens_total{model="llama",pool="llama"} 3"#.to_owned(),
         format!(r#"infergate_routing_decisions_total{{pool="llama",endpoint="{primary}"}} 1"#),
         format!(r#"infergate_routing_decisions_total{{pool="llama",endpoint="{fallback}"}} 1"#),
     ] {
