@@ -126,9 +126,35 @@ fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
     r
 }
 
+fn typed(
+    status: StatusCode,
+    body: impl Into<Bytes>,
+    content_type: &'static str,
+) -> Response<Full<Bytes>> {
+    let mut r = text(status, body);
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    // The page polls: never a cached answer.
+    r.headers_mut().insert(
+        hyper::header::CACHE_CONTROL,
+        HeaderValue::from_static("no-store"),
+    );
+    r
+}
+
 fn route(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     match req.uri().path() {
         "/healthz" => text(StatusCode::OK, "ok\n"),
+        "/" => typed(
+            StatusCode::OK,
+            crate::admin_page::PAGE,
+            "text/html; charset=utf-8",
+        ),
+        "/api/fleet" => typed(
+            StatusCode::OK,
+            crate::admin_page::fleet_json(shared),
+            "application/json",
+        ),
         "/readyz" => {
             let health = shared.members.as_ref().map(|m| m.health());
             let mut waiting = Vec::new();

@@ -72,20 +72,32 @@ fn write_pool(
     g.llmd_ready_endpoints.get_or_create(&name).set(ready);
     // With no fresh endpoint there is no mean: the series is absent rather than stale (GIE
     // keeps its last value, which makes a pool that lost its metrics look healthy).
-    if let Some((mean, sd)) = mean_and_std_dev(&fresh.kv) {
-        g.pool_mean_kv.get_or_create(&labels).set(mean);
-        g.gie_average_kv.get_or_create(&name).set(mean);
-        g.llmd_std_dev_kv.get_or_create(&name).set(sd);
-    }
-    if let Some((mean, sd)) = mean_and_std_dev(&fresh.waiting) {
-        g.pool_mean_waiting.get_or_create(&labels).set(mean);
-        g.gie_average_queue.get_or_create(&name).set(mean);
-        g.llmd_std_dev_queue.get_or_create(&name).set(sd);
-    }
-    if let Some((mean, sd)) = mean_and_std_dev(&fresh.running) {
-        g.pool_mean_running.get_or_create(&labels).set(mean);
-        g.gie_average_running.get_or_create(&name).set(mean);
-        g.llmd_std_dev_running.get_or_create(&name).set(sd);
+    // Each signal's mean (ours, and GIE's twin) and standard deviation (llm-d's).
+    for (values, ours, gie, llmd) in [
+        (
+            &fresh.kv,
+            &g.pool_mean_kv,
+            &g.gie_average_kv,
+            &g.llmd_std_dev_kv,
+        ),
+        (
+            &fresh.waiting,
+            &g.pool_mean_waiting,
+            &g.gie_average_queue,
+            &g.llmd_std_dev_queue,
+        ),
+        (
+            &fresh.running,
+            &g.pool_mean_running,
+            &g.gie_average_running,
+            &g.llmd_std_dev_running,
+        ),
+    ] {
+        if let Some((mean, sd)) = mean_and_std_dev(values) {
+            ours.get_or_create(&labels).set(mean);
+            gie.get_or_create(&name).set(mean);
+            llmd.get_or_create(&name).set(sd);
+        }
     }
     for filter in &view.failing_open {
         g.pool_failing_open

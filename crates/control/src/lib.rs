@@ -23,6 +23,7 @@
 #![forbid(unsafe_code)]
 
 pub mod admin;
+mod admin_page;
 pub mod admission;
 pub mod clock;
 pub mod discovery;

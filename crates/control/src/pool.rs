@@ -5,7 +5,7 @@
 //! picker needs `&mut`, so it sits behind a mutex held only for the pick and the dispatch of one
 //! request (microseconds); the first-token observation takes it once more.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -71,6 +71,30 @@ pub struct PoolRuntime {
     decision_time: Histogram,
     /// `inference_extension_scheduler_e2e_duration_seconds` (unlabelled, as upstream).
     scheduler_time: Histogram,
+    /// The last [`RECENT_DECISIONS`] decisions, oldest first; a reload keeps them.
+    recent: Mutex<VecDeque<RecentDecision>>,
+}
+
+/// Decisions each pool keeps for the admin page.
+pub const RECENT_DECISIONS: usize = 20;
+
+/// One recent decision of a pool, for the admin page.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecentDecision {
+    /// When it was made (the gateway's clock).
+    pub at: Duration,
+    /// The model the request was routed by.
+    pub model: String,
+    /// The primary's address.
+    pub endpoint: String,
+    /// Candidates scored, when the pick was explained.
+    pub candidates: Option<usize>,
+    /// Endpoints removed by filters, when the pick was explained.
+    pub removed: Option<usize>,
+    /// The primary's total score, when the pick was explained.
+    pub best_score: Option<f64>,
+    /// How long the pick and dispatch took.
+    pub decision: Duration,
 }
 
 /// The request-path counters of one endpoint: handles into the metric families, made when
@@ -332,6 +356,11 @@ impl PoolRuntime {
             counters: ArcSwap::from_pointee(counters),
             decision_time,
             scheduler_time: metrics.upstream.scheduler.clone(),
+            recent: Mutex::new(
+                previous
+                    .map(|p| p.recent_decisions().into_iter().collect())
+                    .unwrap_or_default(),
+            ),
         })
     }
 
@@ -340,6 +369,22 @@ impl PoolRuntime {
     pub fn observe_decision(&self, took: Duration) {
         self.decision_time.observe(took.as_secs_f64());
         self.scheduler_time.observe(took.as_secs_f64());
+    }
+
+    /// Keeps `d` among the pool's recent decisions (the oldest leaves when full).
+    pub fn record_decision(&self, d: RecentDecision) {
+        let mut recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
+        if recent.len() == RECENT_DECISIONS {
+            recent.pop_front();
+        }
+        recent.push_back(d);
+    }
+
+    /// The pool's recent decisions, oldest first.
+    pub fn recent_decisions(&self) -> Vec<RecentDecision> {
+        // A list of values: a panic while pushing cannot leave it unusable.
+        let recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
+        recent.iter().cloned().collect()
     }
 
     /// Counts a request sent to `endpoint` (fallbacks included) in
@@ -576,6 +621,40 @@ mod tests {
         assert_eq!(counter_before.get(), 2);
         // The same members again is no change at all.
         assert_eq!(pool.set_members(grown, &metrics).expect("ok"), None);
+    }
+
+    #[test]
+    fn recent_decisions_keep_the_newest_and_survive_a_reload() {
+        let g = gateway();
+        let metrics = Metrics::new();
+        let policy = crate::policy::pool_policy(&g.pools[0], None, None).expect("policy");
+        let members: Vec<EndpointSpec> = (0..2).map(member).collect();
+        let pool = PoolRuntime::new(
+            &g.pools[0],
+            &g,
+            policy.clone(),
+            members.clone(),
+            None,
+            &metrics,
+        )
+        .expect("pool");
+        for i in 0..(RECENT_DECISIONS as u64 + 5) {
+            pool.record_decision(RecentDecision {
+                at: Duration::from_secs(i),
+                model: "m".into(),
+                endpoint: "e".into(),
+                candidates: None,
+                removed: None,
+                best_score: None,
+                decision: Duration::ZERO,
+            });
+        }
+        let kept = pool.recent_decisions();
+        assert_eq!(kept.len(), RECENT_DECISIONS);
+        assert_eq!(kept[0].at, Duration::from_secs(5), "the oldest five left");
+        let reloaded = PoolRuntime::new(&g.pools[0], &g, policy, members, Some(&pool), &metrics)
+            .expect("pool");
+        assert_eq!(reloaded.recent_decisions(), kept);
     }
 
     #[test]

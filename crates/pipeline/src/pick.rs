@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use infergate_api_error::ApiError;
-use infergate_control::pool::{PoolRuntime, Snapshot};
+use infergate_control::pool::{PoolRuntime, RecentDecision, Snapshot};
 use infergate_control::Clock;
 use infergate_picker::{Dispatch, Explanation, Pick, RequestFeatures};
 use serde_json::{json, Map, Value};
@@ -128,6 +128,25 @@ pub fn pick(
     let decision = t0.elapsed();
     pool.observe_decision(decision);
     let (pick, dispatch) = picked.map_err(|e| ApiError::no_endpoint(&pool.name, e))?;
+    let explained = pick.explanation.as_deref();
+    pool.record_decision(RecentDecision {
+        at: now,
+        model: features.model.clone(),
+        endpoint: snap
+            .pool
+            .address(pick.primary)
+            .unwrap_or_default()
+            .to_owned(),
+        candidates: explained.map(|e| e.scored.len()),
+        removed: explained.map(|e| e.removed.len()),
+        best_score: explained.and_then(|e| {
+            e.scored
+                .iter()
+                .find(|s| s.id == pick.primary)
+                .map(|s| s.total)
+        }),
+        decision,
+    });
     Ok(Picked {
         snap,
         pick,
