@@ -169,6 +169,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
 fn print_banner(gateway: SocketAddr, admin: SocketAddr) {
     println!("infergate demo: a simulated GPU fleet behind the gateway");
     println!("  gateway  http://{gateway}");
+    println!("  page     http://{admin}/   (each pool's endpoints as the picker sees them, live)");
     println!("  metrics  http://{admin}/metrics   (health: /healthz, /readyz)");
     println!(
         "  models   {LLAMA}  — 2× H100 + 2× A10G; adapters: {}",
@@ -181,5 +182,6 @@ fn print_banner(gateway: SocketAddr, admin: SocketAddr) {
     );
     println!("  curl -s http://{gateway}/v1/models");
     println!("  curl -s http://{admin}/metrics | grep ^infergate_requests");
+    println!("  (every answer says why its endpoint was picked: header x-infergate-pick)");
     println!("Ctrl-C drains and stops.");
 }
