@@ -146,33 +146,18 @@ fn substituted(expr: &str) -> String {
         .replace("$model", ".*")
 }
 
-/// The `ALERTS`-free rule expressions of the shipped rule file.
+/// The expression of every rule of the shipped rule file.
 fn rule_exprs() -> Vec<String> {
     let text =
         std::fs::read_to_string(repo().join("deploy/prometheus/infergate-rules.yaml")).unwrap();
-    let mut exprs = Vec::new();
-    let mut lines = text.lines().peekable();
-    while let Some(line) = lines.next() {
-        let t = line.trim_start();
-        if let Some(rest) = t.strip_prefix("expr:") {
-            let rest = rest.trim();
-            if rest == "|" {
-                let mut block = String::new();
-                while let Some(next) = lines.peek() {
-                    if next.trim_start().starts_with("for:") {
-                        break;
-                    }
-                    block.push_str(next.trim());
-                    block.push(' ');
-                    lines.next();
-                }
-                exprs.push(block);
-            } else {
-                exprs.push(rest.to_owned());
-            }
-        }
-    }
-    exprs
+    let file: Value = serde_norway::from_str(&text).unwrap();
+    file["groups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|g| g["rules"].as_array().cloned().unwrap_or_default())
+        .map(|r| r["expr"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 #[test]

@@ -71,6 +71,20 @@ pub struct Explanation {
     scored_parts: Vec<Vec<f64>>,
 }
 
+impl Explanation {
+    /// Records the endpoints in `before` but not in `after` (pool positions, both ascending, as
+    /// candidates always are) as removed `by`.
+    fn note_removed(&mut self, pool: &Pool, before: &[u32], after: &[u32], by: &'static str) {
+        self.removed.extend(
+            before
+                .iter()
+                .filter(|p| after.binary_search(p).is_err())
+                .filter_map(|&p| pool.spec(p as usize))
+                .map(|s| (s.id, by)),
+        );
+    }
+}
+
 /// One candidate's score.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScoredEndpoint {
@@ -251,14 +265,7 @@ impl Picker {
             ..
         } = self;
         if let (Some(e), Some(before)) = (explaining.as_mut(), gathered) {
-            let kept = &scratch.cands.pos;
-            e.removed.extend(
-                before
-                    .iter()
-                    .filter(|p| !kept.contains(p))
-                    .filter_map(|&p| pool.spec(p as usize))
-                    .map(|s| (s.id, "context-window")),
-            );
+            e.note_removed(pool, &before, &scratch.cands.pos, "context-window");
         }
         let cands = &mut scratch.cands;
         let hashes = &req.prompt_block_hashes;
@@ -300,14 +307,7 @@ impl Picker {
                     fail_open = true;
                 }
                 if let (Some(e), Some(before)) = (explaining.as_mut(), before) {
-                    let after = kept_positions(cands);
-                    e.removed.extend(
-                        before
-                            .iter()
-                            .filter(|p| !after.contains(p))
-                            .filter_map(|&p| pool.spec(p as usize))
-                            .map(|s| (s.id, filter.plugin_type())),
-                    );
+                    e.note_removed(pool, &before, &kept_positions(cands), filter.plugin_type());
                 }
             }
             cands.compact();

@@ -35,15 +35,6 @@ pub enum Exclusion {
 }
 
 impl Exclusion {
-    /// Every reason, in a fixed order.
-    pub const ALL: [Exclusion; 5] = [
-        Exclusion::Labels,
-        Exclusion::NeverScraped,
-        Exclusion::Stale,
-        Exclusion::QueueFull,
-        Exclusion::KvFull,
-    ];
-
     /// The label value an exporter writes.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -216,13 +207,9 @@ fn removed_by(
     cands.fill(pool, Members::All, &[], fresh_load);
     match filter.apply(now, cands) {
         Outcome::Applied => (0..n).map(|i| !cands.keep.kept(i)).collect(),
-        // It would have removed every endpoint.
-        Outcome::FailedOpen => {
-            // A stale filter that fails open withholds the signals; restore them so the
-            // reason can be named.
-            cands.fill(pool, Members::All, &[], fresh_load);
-            vec![true; n]
-        }
+        // It would have removed every endpoint. (A stale filter failing open withholds the
+        // load signals, but its reason reads only the scrape times, which it keeps.)
+        Outcome::FailedOpen => vec![true; n],
     }
 }
 

@@ -4,7 +4,7 @@
 //! toward the limit.
 
 use std::collections::HashSet;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{PoisonError, RwLock};
 
 /// The value a folded label reads.
 pub const OTHER: &str = "other";
@@ -17,7 +17,7 @@ pub const DEFAULT_LIMIT: usize = 1000;
 #[derive(Debug)]
 pub struct LabelCap {
     limit: usize,
-    values: Mutex<Values>,
+    values: RwLock<Values>,
 }
 
 #[derive(Debug, Default)]
@@ -31,38 +31,53 @@ impl LabelCap {
     pub fn new(limit: usize) -> Self {
         Self {
             limit,
-            values: Mutex::new(Values::default()),
+            values: RwLock::new(Values::default()),
         }
     }
 
     /// Pins `value`: it is always reported as itself.
     pub fn pin(&self, value: &str) {
-        let mut v = self.lock();
+        let mut v = self.write();
         v.seen.remove(value);
         v.pinned.insert(value.to_owned());
     }
 
     /// The label value to report for `value`: itself while pinned, already seen or under the
     /// limit (then it is remembered); `other` beyond it. The empty value (unknown) is never
-    /// counted.
+    /// counted. Every request folds its labels, so a value already known (nearly always) takes
+    /// only a shared lock.
     pub fn fold(&self, value: &str) -> String {
         if value.is_empty() {
             return String::new();
         }
-        let mut v = self.lock();
-        if v.pinned.contains(value) || v.seen.contains(value) {
+        {
+            let v = self.read();
+            if v.pinned.contains(value) || v.seen.contains(value) {
+                return value.to_owned();
+            }
+            if v.seen.len() >= self.limit {
+                return OTHER.to_owned();
+            }
+        }
+        // Looked at again under the write lock: another request may have got here first.
+        let mut v = self.write();
+        if v.pinned.contains(value) {
             return value.to_owned();
         }
-        if v.seen.len() < self.limit {
+        if v.seen.contains(value) || v.seen.len() < self.limit {
             v.seen.insert(value.to_owned());
             return value.to_owned();
         }
         OTHER.to_owned()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Values> {
-        // A set of strings: a panic while inserting cannot leave it unusable.
-        self.values.lock().unwrap_or_else(PoisonError::into_inner)
+    // Sets of strings: a panic while inserting cannot leave them unusable.
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Values> {
+        self.values.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Values> {
+        self.values.write().unwrap_or_else(PoisonError::into_inner)
     }
 }
 

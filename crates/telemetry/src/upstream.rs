@@ -112,7 +112,7 @@ const TTFT: Bounds = Bounds(&[
 ]);
 
 /// GIE's scheduler buckets, 100 µs to 100 ms.
-pub(crate) const SCHEDULER: &[f64] = &[
+const SCHEDULER: &[f64] = &[
     0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1,
 ];
 

@@ -69,10 +69,13 @@ fn pool_json(shared: &Shared, pool: &PoolRuntime, now: std::time::Duration) -> V
         })
         .map_or(0, |c| c.get());
     let specs = snap.pool.specs();
+    let mut requests = 0;
     let endpoints: Vec<Value> = specs
         .iter()
         .zip(&view.endpoints)
         .map(|(spec, e)| {
+            let sent = sent(spec);
+            requests += sent;
             json!({
                 "address": spec.address,
                 "pod": spec.name,
@@ -88,7 +91,7 @@ fn pool_json(shared: &Shared, pool: &PoolRuntime, now: std::time::Duration) -> V
                 "scrape_age_seconds": e.scrape_age.map(|a| a.as_secs_f64()),
                 "fresh": e.fresh,
                 "excluded": e.excluded.iter().map(|x| x.as_str()).collect::<Vec<_>>(),
-                "requests": sent(spec),
+                "requests": sent,
             })
         })
         .collect();
@@ -98,7 +101,7 @@ fn pool_json(shared: &Shared, pool: &PoolRuntime, now: std::time::Duration) -> V
         "ready": view.endpoints.iter().filter(|e| e.fresh).count(),
         "saturation": snap.state.saturation,
         "shed": shed,
-        "requests": specs.iter().map(sent).sum::<u64>(),
+        "requests": requests,
         "failing_open": view.failing_open,
         "endpoints": endpoints,
     })

@@ -193,19 +193,19 @@ pub fn redis_token_bucket(port: u16, tenant: &str) -> (u64, u64) {
     }
 }
 
-/// `infergate serve --config file` on two free loopback ports, its stdout and stderr discarded
-/// unless `customize` (which may also add arguments or environment) redirects them; started
-/// again on fresh ports if it exits first ([`start_on_free_ports`]). Returns once `/readyz`
-/// answers 200: the process, the listener's port and the admin port.
-pub fn serve_ready(
-    file: &std::path::Path,
+/// `infergate ARGS --listen … --admin-listen …` on two free loopback ports, output discarded
+/// unless `customize` (which may also add arguments or environment) redirects it; started again
+/// on fresh ports if it exits first ([`start_on_free_ports`]). Returns once `/readyz` answers
+/// 200: the process, the listener's port and the admin port.
+fn ready_on_free_ports(
+    what: &str,
+    args: &[&str],
     mut customize: impl FnMut(&mut Command),
 ) -> (Running, u16, u16) {
     let spawn = |[port, admin]: [u16; 2]| {
         let mut command = infergate();
         command
-            .args(["serve", "--config"])
-            .arg(file)
+            .args(args)
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
             .stdout(std::process::Stdio::null())
@@ -215,29 +215,32 @@ pub fn serve_ready(
     };
     let ready =
         |[_, admin]: [u16; 2]| get(admin, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200"));
-    let (gateway, [port, admin]) = start_on_free_ports("the gateway's /readyz", spawn, ready);
-    (gateway, port, admin)
+    let (process, [port, admin]) = start_on_free_ports(what, spawn, ready);
+    (process, port, admin)
 }
 
-/// `infergate demo` (its simulated fleet `time_scale` times faster than real time) on two free
-/// loopback ports, output discarded; returns once `/readyz` answers 200 (every replica
-/// scraped): the process, the listener's port and the admin port.
+/// `infergate serve --config file` ([`ready_on_free_ports`]), `customize`d.
+pub fn serve_ready(
+    file: &std::path::Path,
+    customize: impl FnMut(&mut Command),
+) -> (Running, u16, u16) {
+    let file = file.to_str().unwrap();
+    ready_on_free_ports(
+        "the gateway's /readyz",
+        &["serve", "--config", file],
+        customize,
+    )
+}
+
+/// `infergate demo` ([`ready_on_free_ports`]), its simulated fleet `time_scale` times faster
+/// than real time; ready once every replica was scraped.
 pub fn demo_ready(time_scale: u32) -> (Running, u16, u16) {
-    let spawn = |[port, admin]: [u16; 2]| {
-        infergate()
-            .arg("demo")
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
-            .args(["--time-scale", &time_scale.to_string()])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap()
-    };
-    let ready =
-        |[_, admin]: [u16; 2]| get(admin, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200"));
-    let (demo, [port, admin]) = start_on_free_ports("the demo's /readyz", spawn, ready);
-    (demo, port, admin)
+    let scale = time_scale.to_string();
+    ready_on_free_ports(
+        "the demo's /readyz",
+        &["demo", "--time-scale", &scale],
+        |_| {},
+    )
 }
 
 /// The sum of every sample on the admin port's `/metrics` whose line starts with `series` (a

@@ -24,7 +24,7 @@ pub(crate) enum Members<'a> {
 /// candidate except between a filter narrowing it and [`Candidates::compact`].
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Candidates {
-    /// Position in the pool.
+    /// Position in the pool; ascending (candidates keep the pool's order).
     pub pos: Vec<u32>,
     /// The picker's slot for the endpoint's learned state.
     pub slot: Vec<u32>,
