@@ -15,7 +15,7 @@ fn layer(name: &str) -> Option<u8> {
         "infergate-config" | "infergate-rng" => 0,
         "infergate-picker" | "infergate-flow" | "infergate-auth" | "infergate-engine" => 1,
         // Vocabulary shared by everything async: the client's error, the metrics.
-        "infergate-api-error" | "infergate-telemetry" => 2,
+        "infergate-api-error" | "infergate-telemetry" | "infergate-trace" => 2,
         // The simulated model server and the virtual-time bench sit on the pure crates.
         "infergate-simserver" | "infergate-bench" => 2,
         "infergate-control" => 3,
