@@ -10,7 +10,8 @@ use std::time::Duration;
 use arc_swap::{ArcSwap, ArcSwapOption};
 use infergate_config::gateway::ResolvedGateway;
 use infergate_telemetry::capture::Capture;
-use infergate_telemetry::metrics::{Metrics, ReloadLabels};
+use infergate_telemetry::metrics::{Metrics, ReloadLabels, TraceDropLabels};
+use infergate_trace::{TraceCounters, TraceSettings, Tracer};
 
 use crate::admin::Admin;
 use crate::clock::Clock;
@@ -46,6 +47,9 @@ pub struct PlaneOptions {
     /// Explain every pick to the client or Envoy (`--emit-endpoint-scores`): each candidate's
     /// score, its parts, the filters that removed endpoints, the decision time.
     pub emit_endpoint_scores: bool,
+    /// Export each request's spans over OTLP (`--otlp-endpoint`, the `OTEL_*` variables);
+    /// `None`: tracing off.
+    pub tracing: Option<TraceSettings>,
 }
 
 /// The control plane: the pools, their scrapers and the admin listener. `infergate serve`
@@ -103,6 +107,24 @@ impl Plane {
             let limits = Arc::clone(limits);
             tokio::spawn(async move { limits.probe().await });
         }
+        let tracer = match &options.tracing {
+            Some(settings) => {
+                let counter = |reason| {
+                    metrics
+                        .trace_spans_dropped
+                        .get_or_create(&TraceDropLabels { reason })
+                        .clone()
+                };
+                let counters = TraceCounters {
+                    exported: metrics.trace_spans_exported.clone(),
+                    dropped_queue_full: counter("queue_full"),
+                    dropped_export_failed: counter("export_failed"),
+                };
+                tracing::info!(endpoint = %settings.endpoint, "tracing: spans exported over OTLP");
+                Tracer::start(settings.clone(), counters)
+            }
+            None => Tracer::disabled(),
+        };
         let shared = Arc::new(Shared {
             routes: ArcSwap::from_pointee(routes),
             clock,
@@ -115,6 +137,7 @@ impl Plane {
             members: options.members.clone(),
             picker_configs: options.picker_configs.clone(),
             emit_endpoint_scores: options.emit_endpoint_scores,
+            tracer,
         });
         let admin = Admin::start(admin_listen, Arc::clone(&shared))?;
         let scrape = ScrapeContext {
@@ -365,6 +388,11 @@ impl PlaneHandle {
     /// Whether each pick is explained to its client (`--emit-endpoint-scores`).
     pub fn emits_endpoint_scores(&self) -> bool {
         self.shared.emit_endpoint_scores
+    }
+
+    /// Makes each request's spans; a no-op tracer when tracing is off.
+    pub fn tracer(&self) -> &Tracer {
+        &self.shared.tracer
     }
 
     /// The clock picks and scrapes are stamped with.

@@ -39,6 +39,8 @@ pub(crate) struct Shared {
     pub(crate) picker_configs: Option<Arc<dyn crate::policy::PickerConfigSource>>,
     /// `--emit-endpoint-scores`: every pick explained.
     pub(crate) emit_endpoint_scores: bool,
+    /// Makes each request's spans (disabled without an OTLP endpoint).
+    pub(crate) tracer: infergate_trace::Tracer,
 }
 
 impl Shared {

@@ -112,6 +112,16 @@ impl Answer {
         )
     }
 
+    /// Ends the request's span and the upstream one with the response.
+    pub fn trace(&mut self, root: infergate_trace::Span, upstream: infergate_trace::Span) {
+        self.accounting.trace(root, upstream);
+    }
+
+    /// The response broke off before its end: the spans say so.
+    pub fn broke(&mut self, why: &str) {
+        self.accounting.broke(why);
+    }
+
     /// Whether the answer's bytes change on the way (its `model` is renamed), so its
     /// `Content-Length` no longer holds.
     pub fn renames(&self) -> bool {

@@ -24,8 +24,10 @@ use envoy_types::pb::envoy::service::ext_proc::v3::processing_request::Request a
 use envoy_types::pb::envoy::service::ext_proc::v3::{ProcessingRequest, ProcessingResponse};
 use infergate_auth::Verified;
 use infergate_control::routes::Routes;
+use infergate_pipeline::trace::{refusal_message, RequestTrace};
 use infergate_pipeline::ApiError;
 use infergate_telemetry::metrics::RequestRecord;
+use infergate_trace::Span;
 use tokio::time::Instant;
 
 use crate::answer::Answer;
@@ -103,6 +105,14 @@ pub struct Exchange {
     deadline: Option<Instant>,
     route_timeout: Option<Duration>,
     record: RequestRecord,
+    /// The request's spans (empty when not traced).
+    trace: RequestTrace,
+    /// The span of the step being waited on (the token check, the rate-limit store, the
+    /// queue).
+    step: Span,
+    /// The span of the request's way to its endpoint through Envoy, from the pick to the
+    /// response's end; its id is the `traceparent` the model server gets.
+    upstream: Span,
 }
 
 impl std::fmt::Debug for Exchange {
@@ -153,6 +163,9 @@ impl Exchange {
             deadline: None,
             route_timeout: None,
             record: RequestRecord::default(),
+            trace: RequestTrace::default(),
+            step: Span::default(),
+            upstream: Span::default(),
         }
     }
 
@@ -179,7 +192,10 @@ impl Exchange {
             Resumed::Authenticated(verdict) => {
                 self.authenticating = false;
                 match verdict {
-                    Ok(token) => self.token = Some(token),
+                    Ok(token) => {
+                        self.token = Some(token);
+                        std::mem::take(&mut self.step).end();
+                    }
                     Err(e) => return self.refuse(&e),
                 }
                 match self.ended.take() {
@@ -194,6 +210,7 @@ impl Exchange {
                 match verdict {
                     Ok(ticket) => {
                         prepared.limit = ticket;
+                        std::mem::take(&mut self.step).end();
                         self.admit(prepared, ending)
                     }
                     Err(e) => self.refuse(&e),
@@ -204,7 +221,10 @@ impl Exchange {
                     return Vec::new();
                 };
                 match verdict {
-                    Ok(permit) => self.route(prepared, permit, ending),
+                    Ok(permit) => {
+                        std::mem::take(&mut self.step).end();
+                        self.route(prepared, permit, ending)
+                    }
                     Err(e) => self.refuse(&e),
                 }
             }
@@ -231,6 +251,9 @@ impl Exchange {
         match (self.phase, msg.request) {
             (Phase::Headers, Some(Message::RequestHeaders(h))) => {
                 self.head = protocol::read_head(h.headers.as_ref());
+                let head = &self.head;
+                let tracer = self.processor.handle.tracer();
+                self.trace = RequestTrace::start(tracer, &head.method, &head.path, &head.headers);
                 if let Some(refused) = self.authenticate() {
                     return Ok(refused);
                 }
@@ -297,6 +320,9 @@ impl Exchange {
                 self.refuse(&err)
             }
             Phase::Response => {
+                if let Some(answer) = self.answer.as_mut() {
+                    answer.broke("routeTimeout passed");
+                }
                 // Envoy resets the stream: whatever the renamer still held is moot.
                 let _held = self.finish();
                 vec![protocol::refusal(&err)]
@@ -313,6 +339,13 @@ impl Exchange {
         tracing::debug!(error = %err, "request refused");
         self.record.status = err.status().as_u16();
         self.count();
+        let why = refusal_message(err);
+        let mut step = std::mem::take(&mut self.step);
+        step.fail(why.clone());
+        let mut upstream = std::mem::take(&mut self.upstream);
+        upstream.fail(why);
+        drop((step, upstream));
+        std::mem::take(&mut self.trace).refused(err);
         self.phase = Phase::Done;
         self.body = Vec::new();
         self.queued = None;

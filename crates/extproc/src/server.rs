@@ -61,6 +61,8 @@ pub struct ExtProcOptions {
     pub members: Option<Arc<dyn MemberSource>>,
     /// Explain each pick in the `envoy.lb` metadata (`--emit-endpoint-scores`).
     pub emit_endpoint_scores: bool,
+    /// Export each request's spans over OTLP; `None`: tracing off.
+    pub tracing: Option<infergate_trace::TraceSettings>,
 }
 
 impl Default for ExtProcOptions {
@@ -74,6 +76,7 @@ impl Default for ExtProcOptions {
             drain_timeout: Duration::from_secs(30),
             members: None,
             emit_endpoint_scores: false,
+            tracing: None,
         }
     }
 }
@@ -143,6 +146,7 @@ impl ExtProc {
             scrape: options.scrape,
             members: options.members.clone(),
             emit_endpoint_scores: options.emit_endpoint_scores,
+            tracing: options.tracing.clone(),
             ..PlaneOptions::default()
         };
         let (plane, tls) = Plane::open(config, &plane_options).await?;
@@ -271,6 +275,8 @@ impl ExtProc {
         if let Some(h) = health_only {
             h.abort();
         }
+        // The spans of the streams the drain finished.
+        self.plane.handle().tracer().flush().await;
         self.plane.stop();
     }
 }

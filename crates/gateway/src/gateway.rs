@@ -40,6 +40,8 @@ pub struct GatewayOptions {
     pub picker_configs: Option<Arc<dyn PickerConfigSource>>,
     /// Explain each pick in response headers (`--emit-endpoint-scores`).
     pub emit_endpoint_scores: bool,
+    /// Export each request's spans over OTLP; `None`: tracing off.
+    pub tracing: Option<infergate_trace::TraceSettings>,
 }
 
 impl Default for GatewayOptions {
@@ -55,6 +57,7 @@ impl Default for GatewayOptions {
             members: None,
             picker_configs: None,
             emit_endpoint_scores: false,
+            tracing: None,
         }
     }
 }
@@ -71,6 +74,7 @@ impl GatewayOptions {
             members: self.members.clone(),
             picker_configs: self.picker_configs.clone(),
             emit_endpoint_scores: self.emit_endpoint_scores,
+            tracing: self.tracing.clone(),
         }
     }
 }
@@ -175,6 +179,8 @@ impl Gateway {
         if let Some(capture) = self.plane.handle().capture() {
             capture.close().await;
         }
+        // Likewise the spans of the requests the drain finished.
+        self.plane.handle().tracer().flush().await;
         self.plane.stop();
     }
 }

@@ -1,7 +1,8 @@
 //! One request through the HTTP front: auth, the body read, then the shared pipeline (parse →
 //! rewrite → route → identity → features → limit → admit → pick), then the proxy (→ account,
 //! in the response body). Every failure leaves as an OpenAI-shaped error, and every inference
-//! request is counted once, with the status the client got.
+//! request is counted once, with the status the client got. A traced request records a span
+//! per step ([`infergate_pipeline::trace`]), ended with the response body.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +15,7 @@ use tokio::time::Instant;
 
 use infergate_control::admission::Admitted;
 use infergate_control::routes::Routes;
+use infergate_pipeline::trace::{refusal_message, RequestTrace};
 use infergate_pipeline::{admit, auth, limit, pick, prepare, ApiError, Inbound};
 use infergate_telemetry::metrics::RequestRecord;
 
@@ -69,11 +71,25 @@ async fn inference(front: Arc<Front>, req: Request<Incoming>) -> Response<Respon
     // One config for the whole request, even if a reload lands meanwhile.
     let routes = front.plane.routes();
     let (mut parts, body) = req.into_parts();
+    let mut trace = RequestTrace::start(
+        front.plane.tracer(),
+        parts.method.as_str(),
+        parts.uri.path(),
+        &parts.headers,
+    );
     let mut record = RequestRecord::default();
-    let resp = match serve(&front, &routes, &mut parts, body, started, &mut record).await {
+    let served = serve(
+        &front,
+        &routes,
+        &mut parts,
+        body,
+        (started, &mut record, &mut trace),
+    );
+    let resp = match served.await {
         Ok(r) => r,
         Err(e) => {
             tracing::debug!(error = %e, "request refused");
+            trace.refused(&e);
             error_response(e)
         }
     };
@@ -94,13 +110,21 @@ async fn serve(
     routes: &Arc<Routes>,
     parts: &mut Parts,
     body: Incoming,
-    started: Instant,
-    record: &mut RequestRecord,
+    (started, record, trace): (Instant, &mut RequestRecord, &mut RequestTrace),
 ) -> Result<Response<ResponseBody>, ApiError> {
     let plane = &front.plane;
     // Auth, before the body is read: an anonymous client cannot make the gateway buffer it.
     // The token leaves the headers here, so it is not forwarded upstream.
-    let token = auth::authenticate(plane.auth(), &mut parts.headers).await?;
+    let auth = plane.auth();
+    let mut span = if auth.is_some() {
+        trace.step("infergate.auth")
+    } else {
+        Default::default()
+    };
+    let token = auth::authenticate(auth, &mut parts.headers)
+        .await
+        .inspect_err(|e| span.fail(refusal_message(e)))?;
+    span.end();
     let parts = &*parts;
 
     // The body, read whole and bounded; then parse → rewrite → route → identity → features.
@@ -112,36 +136,62 @@ async fn serve(
         path: parts.uri.path(),
         token: token.as_ref(),
     };
-    let mut prepared = prepare(routes, inbound, plane.metrics(), record)?;
+    let mut span = trace.step("infergate.route");
+    let mut prepared = prepare(routes, inbound, plane.metrics(), record)
+        .inspect_err(|e| span.fail(refusal_message(e)))?;
+    trace.prepared(&mut span, &prepared);
+    span.end();
     let pool = Arc::clone(&prepared.target.pool);
 
     // Limit: the tenant's requests and tokens, before the request may wait in flow control.
-    prepared.limit = limit::limit(plane.rate_limits(), prepared.charge.clone()).await?;
+    let limits = plane.rate_limits();
+    let mut span = if limits.is_some() {
+        trace.step("infergate.rate_limit")
+    } else {
+        Default::default()
+    };
+    prepared.limit = limit::limit(limits, prepared.charge.clone())
+        .await
+        .inspect_err(|e| span.fail(refusal_message(e)))?;
+    span.end();
 
     // Admit: go on, wait in the pool's queue, or be refused. The route timeout counts from the
     // request's arrival, so time spent queued is part of it.
     let deadline = pool.route_timeout.map(|t| started + t);
     let timed_out = || ApiError::timeout(&pool.name, pool.route_timeout.unwrap_or(Duration::ZERO));
+    let mut span = trace.step("infergate.flow_control");
     let admitted = async {
         match admit::admit(&prepared)? {
             Admitted::Now(permit) => Ok(permit),
-            Admitted::Queued(waiting) => waiting.wait().await,
+            Admitted::Queued(waiting) => {
+                span.set("infergate.flow.queued", true);
+                waiting.wait().await
+            }
         }
     };
     let permit = match deadline {
         Some(d) => tokio::time::timeout_at(d, admitted)
             .await
-            .unwrap_or_else(|_| Err(timed_out()))?,
-        None => admitted.await?,
-    };
+            .unwrap_or_else(|_| Err(timed_out())),
+        None => admitted.await,
+    }
+    .inspect_err(|e| span.fail(refusal_message(e)))?;
+    span.end();
 
-    // Pick, on the pool as it is after the wait.
+    // Pick, on the pool as it is after the wait. A traced pick is explained in its span; the
+    // client sees the explanation only with --emit-endpoint-scores.
+    let mut span = trace.step("infergate.pick");
+    let emit = plane.emits_endpoint_scores();
     let picked = pick::pick(
         &pool,
         &prepared.features,
         plane.clock(),
-        plane.emits_endpoint_scores(),
-    )?;
+        emit || span.is_recording(),
+    )
+    .inspect_err(|e| span.fail(refusal_message(e)))?;
+    let why = picked.why();
+    RequestTrace::picked(&mut span, &picked, why.as_ref());
+    span.end();
 
     // Proxy.
     let body = prepared.body.take().unwrap_or(received);
@@ -155,6 +205,8 @@ async fn serve(
         deadline,
         permit: Some(permit),
         limit,
+        why: why.filter(|_| emit),
+        trace,
     };
     match deadline {
         Some(d) => tokio::time::timeout_at(d, forward.send(picked))

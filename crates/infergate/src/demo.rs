@@ -29,6 +29,8 @@ pub struct DemoArgs {
     /// Write one JSON line per completed request to this file, for `infergate bench --trace`.
     #[arg(long, value_name = "FILE")]
     capture: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    tracing: crate::tracing_args::TracingArgs,
 }
 
 const LLAMA: &str = "meta-llama/Llama-3.1-8B-Instruct";
@@ -138,6 +140,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
             capture: args.capture,
             // The demo shows why each request went where it went (the headers of every answer).
             emit_endpoint_scores: true,
+            tracing: args.tracing.settings()?,
             ..GatewayOptions::default()
         };
         let gateway = Gateway::bind(config, options).await?;

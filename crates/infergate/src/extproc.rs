@@ -58,6 +58,8 @@ pub struct ExtProcArgs {
     /// sees Envoy's metadata (access logs, filters); off by default.
     #[arg(long)]
     emit_endpoint_scores: bool,
+    #[command(flatten)]
+    tracing: crate::tracing_args::TracingArgs,
 }
 
 /// Runs `infergate extproc`.
@@ -95,6 +97,7 @@ pub fn run(args: ExtProcArgs) -> anyhow::Result<()> {
             config_path: args.config.clone(),
             drain_timeout: Duration::from_secs(args.drain_secs),
             emit_endpoint_scores: args.emit_endpoint_scores,
+            tracing: args.tracing.settings()?,
             members: pool
                 .as_ref()
                 .map(|p| Arc::clone(p) as Arc<dyn MemberSource>),

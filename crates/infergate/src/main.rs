@@ -16,6 +16,7 @@ mod serve;
 mod sim;
 mod sim_faults;
 mod sim_serve;
+mod tracing_args;
 mod tune;
 
 use clap::{Parser, Subcommand};

@@ -69,6 +69,8 @@ pub struct ServeArgs {
     /// sees the responses; off by default.
     #[arg(long)]
     emit_endpoint_scores: bool,
+    #[command(flatten)]
+    tracing: crate::tracing_args::TracingArgs,
 }
 
 /// How often the config file is checked for changes.
@@ -165,6 +167,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             drain_timeout: Duration::from_secs(args.drain_secs),
             capture: args.capture,
             emit_endpoint_scores: args.emit_endpoint_scores,
+            tracing: args.tracing.settings()?,
             members,
             scrape: ScrapeSettings {
                 interval: Duration::from_millis(args.scrape_interval_ms),

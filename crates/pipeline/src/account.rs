@@ -1,8 +1,9 @@
 //! Accounting for one proxied response: the in-flight guard (and the flow-control permit) lives
 //! exactly as long as the response body, the first chunk of a stream feeds the picker's latency
 //! model and the TTFT histogram, and `usage` feeds the token counters and the trace capture.
-//! Whatever way the body ends — complete, failed, or dropped by a client that went away —
-//! [`Accounting::finish`] runs once.
+//! A traced request's spans (the request's and the answering attempt's) end here too, with
+//! the time to the first chunk and the usage. Whatever way the body ends — complete, failed, or
+//! dropped by a client that went away — [`Accounting::finish`] runs once.
 
 use std::sync::Arc;
 
@@ -14,6 +15,7 @@ use infergate_telemetry::capture::Pending;
 use infergate_telemetry::metrics::{Metrics, ModelLabels, TokenLabels};
 use infergate_telemetry::upstream::{ModelNameLabels, ObjectiveLabels, TtftLabels};
 use infergate_telemetry::usage::UsageTap;
+use infergate_trace::Span;
 use tokio::time::Instant;
 
 /// A response that started: what its accounting needs to know.
@@ -65,6 +67,8 @@ pub struct Accounting {
     first_seen: bool,
     usage: UsageTap,
     capture: Option<Pending>,
+    /// The request's span and the answering attempt's (empty when not traced).
+    spans: Option<(Span, Span)>,
     finished: bool,
 }
 
@@ -113,6 +117,7 @@ impl Accounting {
             first_seen: false,
             usage,
             capture: None,
+            spans: None,
             finished: false,
         }
     }
@@ -134,6 +139,24 @@ impl Accounting {
         self.capture = Some(pending);
     }
 
+    /// Ends the request's span (`root`) and the answering attempt's (`upstream`) when the
+    /// response ends, with what the response showed.
+    pub fn trace(&mut self, root: Span, upstream: Span) {
+        if root.is_recording() || upstream.is_recording() {
+            self.spans = Some((root, upstream));
+        }
+    }
+
+    /// The answer broke off before its end (the upstream failed, or the route timeout passed):
+    /// the spans say so.
+    pub fn broke(&mut self, why: &str) {
+        if let Some((root, upstream)) = self.spans.as_mut() {
+            root.set("error.type", "stream_interrupted");
+            root.fail(format!("the answer broke off: {why}"));
+            upstream.fail(why.to_owned());
+        }
+    }
+
     /// A chunk passed through to the client.
     pub fn on_data(&mut self, chunk: &[u8]) {
         if !self.first_seen && !chunk.is_empty() {
@@ -147,6 +170,12 @@ impl Accounting {
                 let ttft = self.started.elapsed().as_secs_f64();
                 self.metrics.ttft.get_or_create(&self.model).observe(ttft);
                 self.observe_upstream_ttft(ttft);
+            }
+            if let Some((_, upstream)) = self.spans.as_mut() {
+                upstream.set(
+                    "gen_ai.response.time_to_first_chunk",
+                    self.dispatched.elapsed().as_secs_f64(),
+                );
             }
         }
         self.usage.feed(chunk);
@@ -177,6 +206,18 @@ impl Accounting {
             self.observe_upstream_ttft(took);
         }
         let usage = self.usage.finish();
+        if let Some((root, mut upstream)) = self.spans.take() {
+            if let Some(u) = &usage {
+                upstream.set("gen_ai.usage.input_tokens", u.prompt_tokens);
+                upstream.set("gen_ai.usage.output_tokens", u.completion_tokens);
+                upstream.set("infergate.usage.cached_tokens", u.cached_tokens);
+            }
+            if self.streaming {
+                upstream.set("infergate.stream_events", self.usage.streamed_events());
+            }
+            upstream.end();
+            root.end();
+        }
         if let Some(pending) = self.capture.take() {
             pending.complete(usage, self.usage.streamed_events());
         }

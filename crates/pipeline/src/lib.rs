@@ -5,7 +5,7 @@
 //! One module per step; their order, and which file of each front calls them, is written
 //! once in `docs/architecture.md` ("A request's way through"). The modules: [`auth`],
 //! [`parse`], [`rewrite`], [`route`], [`identity`], [`features`], [`limit`], [`admit`],
-//! [`pick`], [`account`].
+//! [`pick`], [`account`]; the spans of a traced request in [`trace`].
 //!
 //! [`prepare`] runs the steps that never wait (parse to features) as one call; limit and admit
 //! may wait and are called one by one, so each front waits its own way (the HTTP front
@@ -25,6 +25,7 @@ pub mod pick;
 mod prepare;
 pub mod rewrite;
 pub mod route;
+pub mod trace;
 
 pub use infergate_api_error::{ApiError, DROPPED_REASON, NO_MATCHING_MODEL};
 pub use prepare::{prepare, Inbound, Prepared};

@@ -50,6 +50,13 @@ pub struct RequestRecord {
     pub priority: i32,
 }
 
+/// Labels of a dropped-span count.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TraceDropLabels {
+    /// `queue_full` or `export_failed`.
+    pub reason: &'static str,
+}
+
 /// Labels of a per-model series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ModelLabels {
@@ -218,6 +225,11 @@ pub struct Metrics {
     pub capture_records: Counter,
     /// Completed requests the trace capture dropped because its writer was behind (or closed).
     pub capture_dropped: Counter,
+    /// Spans the OTLP collector took (tracing on).
+    pub trace_spans_exported: Counter,
+    /// Spans dropped before the collector took them, by why (`queue_full`: the export queue
+    /// was full; `export_failed`: the collector refused or did not answer their batch).
+    pub trace_spans_dropped: Family<TraceDropLabels, Counter>,
     /// The fleet as the picker sees it, rewritten at each read.
     pub fleet: FleetGauges,
     /// The request families under GIE's and llm-d's names.
@@ -312,6 +324,8 @@ impl Metrics {
             discovery_watch_errors: Family::default(),
             capture_records: Counter::default(),
             capture_dropped: Counter::default(),
+            trace_spans_exported: Counter::default(),
+            trace_spans_dropped: Family::default(),
             fleet: FleetGauges::default(),
             upstream: UpstreamRequests::default(),
             models: LabelCap::default(),
@@ -343,6 +357,16 @@ impl Metrics {
             "capture_dropped",
             "Completed requests the trace capture dropped (writer behind or closed)",
             m.capture_dropped.clone(),
+        );
+        r.register(
+            "trace_spans_exported",
+            "Spans the OTLP collector took",
+            m.trace_spans_exported.clone(),
+        );
+        r.register(
+            "trace_spans_dropped",
+            "Spans dropped before the collector took them, by reason",
+            m.trace_spans_dropped.clone(),
         );
         r.register(
             "time_to_first_token_seconds",

@@ -8,6 +8,7 @@ use envoy_types::pb::envoy::service::ext_proc::v3::ProcessingResponse;
 use hyper::header::AUTHORIZATION;
 use infergate_control::admission::{Admitted, FlowPermit};
 use infergate_control::routes::rewrites::MODEL_NAME_REWRITE;
+use infergate_pipeline::trace::refusal_message;
 use infergate_pipeline::{admit, prepare, Inbound, Prepared};
 use tokio::time::Instant;
 
@@ -22,12 +23,18 @@ impl Exchange {
     /// returned at once; a check that has to wait (a key reload) runs while the body arrives.
     pub(super) fn authenticate(&mut self) -> Option<Vec<ProcessingResponse>> {
         let auth = self.processor.handle.auth()?;
+        let mut span = self.trace.step("infergate.auth");
         match wait::authenticate(auth, &self.head.headers) {
             Step::Done(Ok(token)) => self.token = Some(token),
-            Step::Done(Err(e)) => return Some(self.refuse(&e)),
+            Step::Done(Err(e)) => {
+                span.fail(refusal_message(&e));
+                drop(span);
+                return Some(self.refuse(&e));
+            }
             Step::Wait(p) => {
                 self.authenticating = true;
                 self.pending = Some(p);
+                self.step = span;
             }
         }
         // Nothing after this step reads the token (session ids, logs), and the model servers
@@ -64,17 +71,27 @@ impl Exchange {
             token: self.token.as_ref(),
         };
         let metrics = Arc::clone(self.processor.handle.metrics());
+        let mut span = self.trace.step("infergate.route");
         let mut prepared = match prepare(&routes, inbound, &metrics, &mut self.record) {
             Ok(p) => p,
-            Err(e) => return self.refuse(&e),
+            Err(e) => {
+                span.fail(refusal_message(&e));
+                drop(span);
+                return self.refuse(&e);
+            }
         };
+        self.trace.prepared(&mut span, &prepared);
         if let Some(hint) = self.subset.as_deref() {
+            span.set("infergate.subset_hint", hint.len());
             if let Err(e) =
                 destination::restrict(&routes, &self.processor.subsets, &mut prepared, hint)
             {
+                span.fail(refusal_message(&e));
+                drop(span);
                 return self.refuse(&e);
             }
         }
+        span.end();
         if let Some(rewritten) = prepared.body.take() {
             self.body = Vec::from(rewritten);
         }
@@ -84,13 +101,20 @@ impl Exchange {
         let Some(limits) = self.processor.handle.rate_limits() else {
             return self.admit(prepared, ending);
         };
+        let mut span = self.trace.step("infergate.rate_limit");
         match wait::limit(limits, prepared.charge.clone()) {
             Step::Done(Ok(ticket)) => {
                 prepared.limit = ticket;
+                span.end();
                 self.admit(prepared, ending)
             }
-            Step::Done(Err(e)) => self.refuse(&e),
+            Step::Done(Err(e)) => {
+                span.fail(refusal_message(&e));
+                drop(span);
+                self.refuse(&e)
+            }
             Step::Wait(p) => {
+                self.step = span;
                 self.wait(p, prepared, ending);
                 Vec::new()
             }
@@ -105,13 +129,23 @@ impl Exchange {
 
     /// Flow control: go now, wait in the pool's queue, or be refused.
     pub(super) fn admit(&mut self, prepared: Prepared, ending: Ending) -> Vec<ProcessingResponse> {
+        let mut span = self.trace.step("infergate.flow_control");
         match admit::admit(&prepared) {
-            Ok(Admitted::Now(permit)) => self.route(prepared, permit, ending),
+            Ok(Admitted::Now(permit)) => {
+                span.end();
+                self.route(prepared, permit, ending)
+            }
             Ok(Admitted::Queued(waiting)) => {
+                span.set("infergate.flow.queued", true);
+                self.step = span;
                 self.wait(wait::queued(waiting), prepared, ending);
                 Vec::new()
             }
-            Err(e) => self.refuse(&e),
+            Err(e) => {
+                span.fail(refusal_message(&e));
+                drop(span);
+                self.refuse(&e)
+            }
         }
     }
 
@@ -122,11 +156,33 @@ impl Exchange {
         permit: FlowPermit,
         ending: Ending,
     ) -> Vec<ProcessingResponse> {
-        let routed = match destination::pick(&self.processor.handle, prepared, permit) {
+        let mut span = self.trace.step("infergate.pick");
+        let routed = match destination::pick(&self.processor.handle, prepared, permit, &mut span) {
             Ok(r) => r,
-            Err(e) => return self.refuse(&e),
+            Err(e) => {
+                span.fail(refusal_message(&e));
+                drop(span);
+                return self.refuse(&e);
+            }
         };
+        span.end();
         let mut extra = Vec::new();
+        // The model server continues the trace from the span of the request's way to it.
+        let primary = routed.destination.split(',').next().unwrap_or_default();
+        let upstream = self.trace.upstream(&routed.model, primary);
+        if let Some(context) = upstream.context() {
+            extra.push(protocol::set_header(
+                infergate_trace::context::TRACEPARENT,
+                context.traceparent().as_bytes(),
+            ));
+            if let Some(state) = &context.trace_state {
+                extra.push(protocol::set_header(
+                    infergate_trace::context::TRACESTATE,
+                    state.as_bytes(),
+                ));
+            }
+        }
+        self.upstream = upstream;
         if self.routes.config.bbr.enabled {
             // Body-based routing: Envoy's routes match these to send the request to its pool's
             // cluster (the route cache is cleared with the same answer).

@@ -40,7 +40,14 @@ impl Exchange {
         } else {
             Vec::new()
         };
-        self.record.status = head.status.unwrap_or(0);
+        let status = head.status.unwrap_or(0);
+        let mut upstream = std::mem::take(&mut self.upstream);
+        upstream.set("http.response.status_code", status);
+        infergate_pipeline::trace::served_by(&mut upstream, &endpoint);
+        let root = std::mem::take(&mut self.trace).answered(status);
+        let mut answer = answer;
+        answer.trace(root, upstream);
+        self.record.status = status;
         self.record.endpoint.clone_from(&endpoint);
         self.count();
         self.answer = Some(answer);

@@ -54,6 +54,16 @@ impl Failure {
         }
     }
 
+    /// The attempt span's `error.type`: what kind of failure, without its details.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Failure::Dispatch(_) => "dispatch_refused",
+            Failure::Request { .. } => "bad_upstream_request",
+            Failure::Http1(_) | Failure::H2c { .. } => "no_answer",
+            Failure::Unavailable { .. } => "503",
+        }
+    }
+
     /// The `reason` label of `infergate_upstream_retries_total`, for failures after a request
     /// was sent; `None` for those where nothing reached the endpoint.
     pub fn reason(&self) -> Option<RetryReason> {

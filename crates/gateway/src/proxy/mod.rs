@@ -30,9 +30,11 @@ use infergate_picker::{Dispatch, EndpointId};
 use infergate_pipeline::account::{Accounting, Served};
 use infergate_pipeline::pick::{Picked, Why};
 use infergate_pipeline::rewrite::restore::{Restore, RestoreBody};
+use infergate_pipeline::trace::RequestTrace;
 use infergate_pipeline::{ApiError, Prepared};
 use infergate_telemetry::capture;
 use infergate_telemetry::usage::UsageTap;
+use infergate_trace::{Span, SpanContext};
 use tokio::time::Instant;
 
 use crate::body::ResponseBody;
@@ -61,6 +63,10 @@ pub struct Forward<'a> {
     /// Its rate-limit reservation, settled by the response's accounting (refunded if no
     /// endpoint answers).
     pub limit: Option<LimitTicket>,
+    /// Why the endpoints were picked, when picks are explained to the client.
+    pub why: Option<Why>,
+    /// The request's spans: each attempt gets one, and the answer ends the request's.
+    pub trace: &'a mut RequestTrace,
 }
 
 /// The endpoint that answered, as [`Forward::respond`] turns its answer into the client's.
@@ -71,6 +77,8 @@ struct Answer<'a> {
     dispatched: Instant,
     /// Why it was picked, when picks are explained.
     why: Option<&'a Why>,
+    /// The attempt's span.
+    span: Span,
 }
 
 impl Forward<'_> {
@@ -79,7 +87,7 @@ impl Forward<'_> {
         // Without an answer the permit goes with this call, and flow control hears at once.
         let mut permit = self.permit.take();
         let mut limit = self.limit.take();
-        let why = picked.why();
+        let why = self.why.take();
         let Picked {
             snap,
             pick,
@@ -102,11 +110,19 @@ impl Forward<'_> {
             let Some(address) = snap.pool.address(id) else {
                 continue;
             };
+            let mut span = self.trace.upstream(&self.prepared.model, address);
             let attempt = self
-                .attempt(&snap, id, address, first.take(), &headers, path)
+                .attempt(
+                    (&snap, id, address),
+                    first.take(),
+                    &headers,
+                    path,
+                    span.context(),
+                )
                 .await;
             let failure = match attempt {
                 Ok((resp, lease, dispatch, dispatched)) => {
+                    span.set("http.response.status_code", resp.status().as_u16());
                     let held = (permit.take(), limit.take());
                     let answer = Answer {
                         lease,
@@ -114,11 +130,18 @@ impl Forward<'_> {
                         address,
                         dispatched,
                         why: why.as_ref(),
+                        span,
                     };
                     return Ok(self.respond(resp, answer, held));
                 }
                 Err(failure) => failure,
             };
+            if let Failure::Unavailable { .. } = failure {
+                span.set("http.response.status_code", 503u16);
+            }
+            span.set("error.type", failure.kind());
+            span.fail(failure.to_string());
+            span.end();
             if failure.tried() {
                 tried += 1;
             }
@@ -136,16 +159,15 @@ impl Forward<'_> {
         Err(ApiError::upstream_unavailable(&pool.name, tried, last))
     }
 
-    /// One attempt at `address`: dispatched (the primary already is), sent, and answered with
-    /// anything but 503.
+    /// One attempt at `address`: dispatched (the primary already is), sent (naming the
+    /// attempt's span as its `traceparent` when traced), and answered with anything but 503.
     async fn attempt(
         &self,
-        snap: &Snapshot,
-        id: EndpointId,
-        address: &str,
+        (snap, id, address): (&Snapshot, EndpointId, &str),
         primary: Option<Dispatch>,
         headers: &hyper::HeaderMap,
         path: &str,
+        span: Option<&SpanContext>,
     ) -> Result<(Response<Incoming>, Option<Lease>, Dispatch, Instant), Failure> {
         let pool = &self.prepared.target.pool;
         let plane = &self.front.plane;
@@ -156,9 +178,13 @@ impl Forward<'_> {
                 .map_err(Failure::Dispatch)?,
         };
         pool.count_sent(id);
+        let mut headers = headers.clone();
+        if let Some(span) = span {
+            span.inject(&mut headers);
+        }
         let req = build_request(
             self.parts,
-            headers.clone(),
+            headers,
             address,
             path,
             self.body.clone(),
@@ -200,7 +226,7 @@ impl Forward<'_> {
     }
 
     fn respond(
-        &self,
+        &mut self,
         resp: Response<hyper::body::Incoming>,
         answer: Answer<'_>,
         (permit, limit): (Option<FlowPermit>, Option<LimitTicket>),
@@ -211,6 +237,7 @@ impl Forward<'_> {
             address,
             dispatched,
             why,
+            span,
         } = answer;
         let (mut parts, body) = resp.into_parts();
         headers::strip_hop_by_hop(&mut parts.headers);
@@ -249,6 +276,8 @@ impl Forward<'_> {
         if let Some(p) = permit {
             account.hold(p);
         }
+        let root = std::mem::take(&mut *self.trace).answered(parts.status.as_u16());
+        account.trace(root, span);
         if let Some(capture) = plane.capture() {
             account.capture(capture.pending(capture::Request {
                 features: &prepared.features,

@@ -80,6 +80,7 @@ impl ProxyBody {
         self.done = true;
         // The connection is mid-answer: it cannot carry another request, so it closes now.
         self.lease = None;
+        self.account.broke(&reason);
         self.account.finish();
         if self.sse {
             Poll::Ready(Some(Ok(Frame::data(error_event(&reason)))))
