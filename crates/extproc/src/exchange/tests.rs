@@ -490,3 +490,4 @@ async fn with_bbr_off_no_model_headers_are_set() {
 
 mod response;
 mod tenancy;
+mod tracing;

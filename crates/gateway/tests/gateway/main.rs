@@ -10,3 +10,4 @@ mod failures;
 mod routing;
 mod streaming;
 mod tls;
+mod tracing;
