@@ -8,12 +8,10 @@
 
 mod common;
 
-use std::collections::HashMap;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
-use infergate_test_support::http::body_of;
+use infergate_test_support::jaeger::{named, Jaeger, Span};
 use serde_json::Value;
 
 const MODEL: &str = "meta-llama/Llama-3.1-8B-Instruct";
@@ -21,63 +19,6 @@ const CLIENT_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CLIENT_SPAN: &str = "00f067aa0ba902b7";
 /// Words of the prompt, which must appear in no span.
 const PROMPT: &str = "zebra quartz lighthouse";
-
-/// Jaeger on free loopback ports: (process, OTLP/gRPC port, OTLP/HTTP port, query port).
-fn jaeger(dir: &TempDir) -> (Running, u16, u16, u16) {
-    let out = Command::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../tests/traces/jaeger"
-    ))
-    .arg("path")
-    .stderr(Stdio::inherit())
-    .output()
-    .expect("tests/traces/jaeger runs");
-    assert!(out.status.success(), "building Jaeger failed");
-    let bin = String::from_utf8(out.stdout).unwrap().trim().to_owned();
-    let config = dir.path().join("jaeger.yaml");
-    let spawn = |[grpc, http, query, query_grpc]: [u16; 4]| {
-        std::fs::write(
-            &config,
-            format!(
-                "service:
-  extensions: [jaeger_storage, jaeger_query]
-  pipelines:
-    traces: {{receivers: [otlp], processors: [], exporters: [jaeger_storage_exporter]}}
-  telemetry: {{metrics: {{level: none}}, logs: {{level: warn}}}}
-extensions:
-  jaeger_query:
-    storage: {{traces: mem}}
-    http: {{endpoint: 127.0.0.1:{query}}}
-    grpc: {{endpoint: 127.0.0.1:{query_grpc}}}
-  jaeger_storage:
-    backends: {{mem: {{memory: {{max_traces: 1000}}}}}}
-receivers:
-  otlp:
-    protocols:
-      grpc: {{endpoint: 127.0.0.1:{grpc}}}
-      http: {{endpoint: 127.0.0.1:{http}}}
-exporters:
-  jaeger_storage_exporter: {{trace_storage: mem}}
-"
-            ),
-        )
-        .unwrap();
-        Command::new(&bin)
-            .arg("--config")
-            .arg(&config)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap()
-    };
-    let ready = |[grpc, http, query, _]: [u16; 4]| {
-        get(query, "/api/services").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
-            && std::net::TcpStream::connect(("127.0.0.1", grpc)).is_ok()
-            && std::net::TcpStream::connect(("127.0.0.1", http)).is_ok()
-    };
-    let (process, [grpc, http, query, _]) = start_on_free_ports("Jaeger", spawn, ready);
-    (process, grpc, http, query)
-}
 
 /// The gateway on one instant replica, exporting as `env` says.
 fn gateway(dir: &TempDir, replica: u16, env: &[(&str, String)]) -> (Running, u16, u16) {
@@ -89,71 +30,6 @@ fn gateway(dir: &TempDir, replica: u16, env: &[(&str, String)]) -> (Running, u16
             c.env(k, v);
         }
     })
-}
-
-/// A span as Jaeger's query API gives it.
-#[derive(Debug)]
-struct Span {
-    id: String,
-    name: String,
-    parent: Option<String>,
-    tags: HashMap<String, Value>,
-    service: String,
-}
-
-/// The spans of every trace `query` (a Jaeger API path) finds, once at least `want` are there.
-fn spans(port: u16, query: &str, want: usize) -> Vec<Span> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let found = read_spans(port, query);
-        if found.len() >= want || Instant::now() > deadline {
-            return found;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-fn read_spans(port: u16, query: &str) -> Vec<Span> {
-    let Some(raw) = get(port, query) else {
-        return Vec::new();
-    };
-    let (status, headers, body) = split_response(&raw);
-    if status != 200 {
-        return Vec::new();
-    }
-    let v: Value = serde_json::from_str(&body_of(&headers, body)).unwrap();
-    let mut out = Vec::new();
-    for trace in v["data"].as_array().into_iter().flatten() {
-        for s in trace["spans"].as_array().into_iter().flatten() {
-            let process = s["processID"].as_str().unwrap();
-            out.push(Span {
-                id: s["spanID"].as_str().unwrap().to_owned(),
-                name: s["operationName"].as_str().unwrap().to_owned(),
-                parent: s["references"]
-                    .as_array()
-                    .and_then(|r| r.first())
-                    .map(|r| r["spanID"].as_str().unwrap().to_owned()),
-                tags: s["tags"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|t| (t["key"].as_str().unwrap().to_owned(), t["value"].clone()))
-                    .collect(),
-                service: trace["processes"][process]["serviceName"]
-                    .as_str()
-                    .unwrap()
-                    .to_owned(),
-            });
-        }
-    }
-    out
-}
-
-fn named<'a>(spans: &'a [Span], name: &str) -> &'a Span {
-    spans
-        .iter()
-        .find(|s| s.name == name)
-        .unwrap_or_else(|| panic!("no span {name} in {spans:#?}"))
 }
 
 fn chat_body(stream: bool) -> String {
@@ -172,7 +48,8 @@ fn chat_body(stream: bool) -> String {
 #[test]
 fn a_streamed_request_is_one_tree_under_the_clients_span_exported_over_http() {
     let dir = TempDir::new("traces-http");
-    let (_jaeger, _grpc, http, query) = jaeger(&dir);
+    let jaeger = Jaeger::start(dir.path());
+    let http = jaeger.otlp_http;
     let (_replica, replica) = instant_replica(MODEL);
     let endpoint = format!("http://127.0.0.1:{http}");
     let (mut gw, port, admin) = gateway(
@@ -193,7 +70,7 @@ fn a_streamed_request_is_one_tree_under_the_clients_span_exported_over_http() {
     );
     assert_eq!(answer.status, 200, "{}", answer.body);
 
-    let spans = spans(query, &format!("/api/traces/{CLIENT_TRACE}"), 5);
+    let spans = jaeger.spans(&format!("/api/traces/{CLIENT_TRACE}"), 5);
     let root = named(&spans, "POST /v1/chat/completions");
     assert_eq!(root.service, "gw-http");
     assert_eq!(
@@ -262,7 +139,8 @@ fn a_streamed_request_is_one_tree_under_the_clients_span_exported_over_http() {
 #[test]
 fn grpc_export_a_new_trace_and_a_refusal_as_an_error_span() {
     let dir = TempDir::new("traces-grpc");
-    let (_jaeger, grpc, _http, query) = jaeger(&dir);
+    let jaeger = Jaeger::start(dir.path());
+    let grpc = jaeger.otlp_grpc;
     let (_replica, replica) = instant_replica(MODEL);
     let (mut gw, port, _admin) = gateway(
         &dir,
@@ -295,7 +173,7 @@ fn grpc_export_a_new_trace_and_a_refusal_as_an_error_span() {
     );
     assert_eq!(refused.status, 404, "{}", refused.body);
 
-    let spans = spans(query, "/api/traces?service=gw-grpc&limit=20", 7);
+    let spans = jaeger.spans("/api/traces?service=gw-grpc&limit=20", 7);
     let roots: Vec<&Span> = spans
         .iter()
         .filter(|s| s.name == "POST /v1/chat/completions")

@@ -6,7 +6,7 @@
 //! - [`http`]: plain blocking HTTP/1.1; [`client`]: a small async HTTP/1.1 client;
 //!   [`wait`]: waiting with a deadline;
 //! - [`replicas`]: simulated vLLM replicas in the test's runtime;
-//! - [`redis`]: a real `redis-server`; [`envoy`]: a real Envoy; [`kube`]: a real
+//! - [`redis`]: a real `redis-server`; [`envoy`]: a real Envoy; [`jaeger`]: a real Jaeger; [`kube`]: a real
 //!   kube-apiserver and etcd, with `kubectl`.
 //!
 //! A dev-dependency only. Nothing here is product code, so it may panic on a broken set-up:
@@ -20,6 +20,7 @@ pub mod client;
 pub mod dir;
 pub mod envoy;
 pub mod http;
+pub mod jaeger;
 pub mod jwt;
 pub mod kube;
 pub mod ports;

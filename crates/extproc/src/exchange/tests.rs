@@ -46,15 +46,22 @@ pub(super) fn start(yaml: &str) -> (Plane, Arc<Processor>) {
 
 /// [`start`], with picks explained or not (`--emit-endpoint-scores`).
 pub(super) fn start_with(yaml: &str, emit_endpoint_scores: bool) -> (Plane, Arc<Processor>) {
+    start_with_options(
+        yaml,
+        PlaneOptions {
+            emit_endpoint_scores,
+            ..PlaneOptions::default()
+        },
+    )
+}
+
+/// [`start`] with `options` (the admin listener on a free port).
+pub(super) fn start_with_options(yaml: &str, mut options: PlaneOptions) -> (Plane, Arc<Processor>) {
     let config = infergate_config::gateway::load_from_str(yaml)
         .unwrap()
         .resolve()
         .unwrap();
-    let options = PlaneOptions {
-        admin_listen: Some("127.0.0.1:0".parse().unwrap()),
-        emit_endpoint_scores,
-        ..PlaneOptions::default()
-    };
+    options.admin_listen = Some("127.0.0.1:0".parse().unwrap());
     let plane = Plane::start(config, &options).unwrap();
     let processor = Arc::new(Processor::new(plane.handle()));
     (plane, processor)

@@ -52,6 +52,11 @@ impl Picker {
     /// Starts `infergate extproc` over `config` and waits until it is ready (every endpoint
     /// scraped); started again on fresh ports if it exits first ([`start_on_free_ports`]).
     pub fn start(config: &str) -> Picker {
+        Self::start_with_env(config, &[])
+    }
+
+    /// [`Picker::start`] with `env` set for the process (the OTEL variables, say).
+    pub fn start_with_env(config: &str, env: &[(&str, String)]) -> Picker {
         let dir = TempDir::new("picker");
         let file = dir.path().join("gateway.yaml");
         std::fs::write(&file, config).unwrap();
@@ -62,6 +67,7 @@ impl Picker {
                 .arg(&file)
                 .args(["--listen", &format!("127.0.0.1:{port}")])
                 .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
+                .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
                 .stdout(Stdio::null())
                 .stderr(log)
                 .spawn()

@@ -7,10 +7,6 @@ use super::*;
 const CLIENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
 fn start_traced(yaml: &str) -> (Plane, Arc<Processor>) {
-    let config = infergate_config::gateway::load_from_str(yaml)
-        .unwrap()
-        .resolve()
-        .unwrap();
     // A collector nobody listens on: the spans are dropped and counted; routing is unchanged.
     let dead = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -19,14 +15,13 @@ fn start_traced(yaml: &str) -> (Plane, Arc<Processor>) {
     let tracing =
         infergate_trace::TraceSettings::from_lookup(Some(&format!("http://{dead}")), |_| None)
             .unwrap();
-    let options = PlaneOptions {
-        admin_listen: Some("127.0.0.1:0".parse().unwrap()),
-        tracing,
-        ..PlaneOptions::default()
-    };
-    let plane = Plane::start(config, &options).unwrap();
-    let processor = Arc::new(Processor::new(plane.handle()));
-    (plane, processor)
+    start_with_options(
+        yaml,
+        PlaneOptions {
+            tracing,
+            ..PlaneOptions::default()
+        },
+    )
 }
 
 fn route_headers(p: &Arc<Processor>) -> Vec<(String, String)> {
