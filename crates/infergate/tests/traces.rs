@@ -11,7 +11,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use infergate_test_support::jaeger::{named, Jaeger, Span};
+use infergate_test_support::jaeger::{assert_children, named, Jaeger, Span};
 use serde_json::Value;
 
 const MODEL: &str = "meta-llama/Llama-3.1-8B-Instruct";
@@ -83,17 +83,15 @@ fn a_streamed_request_is_one_tree_under_the_clients_span_exported_over_http() {
     assert_eq!(root.tags["gen_ai.operation.name"], "chat");
     assert_eq!(root.tags["gen_ai.request.model"], MODEL);
     assert_eq!(root.tags["infergate.pool"], "llama");
-    for step in [
-        "infergate.route",
-        "infergate.flow_control",
-        "infergate.pick",
-    ] {
-        assert_eq!(
-            named(&spans, step).parent.as_ref(),
-            Some(&root.id),
-            "{step}"
-        );
-    }
+    assert_children(
+        &spans,
+        root,
+        &[
+            "infergate.route",
+            "infergate.flow_control",
+            "infergate.pick",
+        ],
+    );
     let route = named(&spans, "infergate.route");
     assert_eq!(route.tags["gen_ai.request.stream"], true);
     let pick = named(&spans, "infergate.pick");

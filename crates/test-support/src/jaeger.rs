@@ -162,3 +162,15 @@ pub fn named<'a>(spans: &'a [Span], name: &str) -> &'a Span {
         .find(|s| s.name == name)
         .unwrap_or_else(|| panic!("no span {name} in {spans:#?}"))
 }
+
+/// Asserts that each span named in `names` is there and a child of `parent`.
+pub fn assert_children(spans: &[Span], parent: &Span, names: &[&str]) {
+    for name in names {
+        assert_eq!(
+            named(spans, name).parent.as_ref(),
+            Some(&parent.id),
+            "{name} is not a child of {}",
+            parent.name
+        );
+    }
+}
