@@ -8,6 +8,7 @@
 //! counted (`reason="export_failed"`), not retried, so a slow collector costs spans, never
 //! latency or memory.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -132,7 +133,7 @@ pub(crate) fn start(settings: TraceSettings, counters: TraceCounters) -> Queue {
 struct Exporter {
     client: Client<HttpConnector, Full<Bytes>>,
     settings: TraceSettings,
-    origin: Origin,
+    origin: Arc<Origin>,
     counters: TraceCounters,
     /// When a failure was last logged, so a collector that is down is reported, not shouted.
     warned: Option<Instant>,
@@ -147,14 +148,14 @@ impl Exporter {
         if settings.protocol == Protocol::Grpc {
             builder.http2_only(true);
         }
-        let origin = Origin {
+        let origin = Arc::new(Origin {
             resource: settings
                 .resource
                 .iter()
                 .map(|(k, v)| otlp::string(k, v))
                 .collect(),
             version: env!("CARGO_PKG_VERSION").to_owned(),
-        };
+        });
         Self {
             client: builder.build_http(),
             settings,
@@ -202,12 +203,23 @@ impl Exporter {
         }
     }
 
-    async fn send(&mut self, spans: Vec<SpanRecord>) {
-        for chunk in spans.chunks(self.settings.max_batch.max(1)) {
-            let n = chunk.len() as u64;
-            let body = otlp::encode(&self.origin, chunk);
-            let sent = tokio::time::timeout(self.settings.timeout, self.export(body)).await;
-            match sent.unwrap_or_else(|_| Err("timed out".to_owned())) {
+    async fn send(&mut self, mut spans: Vec<SpanRecord>) {
+        let max = self.settings.max_batch.max(1);
+        while !spans.is_empty() {
+            let rest = spans.split_off(spans.len().min(max));
+            let batch = std::mem::replace(&mut spans, rest);
+            let n = batch.len() as u64;
+            // Encoding a batch takes a while; off the runtime's threads, requests never wait
+            // behind it (on a one-CPU gateway the kernel interleaves the two).
+            let origin = Arc::clone(&self.origin);
+            let body = tokio::task::spawn_blocking(move || otlp::encode(&origin, batch)).await;
+            let sent = match body {
+                Ok(body) => tokio::time::timeout(self.settings.timeout, self.export(body))
+                    .await
+                    .unwrap_or_else(|_| Err("timed out".to_owned())),
+                Err(e) => Err(format!("encoding the batch failed: {e}")),
+            };
+            match sent {
                 Ok(()) => {
                     self.counters.exported.inc_by(n);
                 }

@@ -167,8 +167,9 @@ pub struct Origin {
     pub version: String,
 }
 
-/// One export request holding `spans`.
-pub fn encode(origin: &Origin, spans: &[SpanRecord]) -> Vec<u8> {
+/// One export request holding `spans` (moved in: their strings become the message's without
+/// a copy).
+pub fn encode(origin: &Origin, spans: Vec<SpanRecord>) -> Vec<u8> {
     ExportTraceServiceRequest {
         resource_spans: vec![ResourceSpans {
             resource: Some(Resource {
@@ -179,52 +180,58 @@ pub fn encode(origin: &Origin, spans: &[SpanRecord]) -> Vec<u8> {
                     name: "infergate".to_owned(),
                     version: origin.version.clone(),
                 }),
-                spans: spans.iter().map(span).collect(),
+                spans: spans.into_iter().map(span).collect(),
             }],
         }],
     }
     .encode_to_vec()
 }
 
-fn span(r: &SpanRecord) -> Span {
+fn span(r: SpanRecord) -> Span {
     let nanos = |t: std::time::SystemTime| {
         t.duration_since(UNIX_EPOCH)
             .unwrap_or(Duration::ZERO)
             .as_nanos() as u64
     };
+    let SpanRecord {
+        context,
+        parent,
+        name,
+        kind,
+        start,
+        end,
+        attributes,
+        error,
+    } = r;
     Span {
-        trace_id: r.context.trace_id.0.to_vec(),
-        span_id: r.context.span_id.0.to_vec(),
-        trace_state: r.context.trace_state.clone().unwrap_or_default(),
-        parent_span_id: r.parent.map(|p| p.0.to_vec()).unwrap_or_default(),
-        name: r.name.clone(),
-        kind: match r.kind {
+        trace_id: context.trace_id.0.to_vec(),
+        span_id: context.span_id.0.to_vec(),
+        trace_state: context.trace_state.unwrap_or_default(),
+        parent_span_id: parent.map(|p| p.0.to_vec()).unwrap_or_default(),
+        name,
+        kind: match kind {
             SpanKind::Internal => 1,
             SpanKind::Server => 2,
             SpanKind::Client => 3,
         },
-        start_time_unix_nano: nanos(r.start),
-        end_time_unix_nano: nanos(r.end),
-        attributes: r
-            .attributes
-            .iter()
+        start_time_unix_nano: nanos(start),
+        end_time_unix_nano: nanos(end),
+        attributes: attributes
+            .into_iter()
             .map(|(k, v)| KeyValue {
-                key: (*k).to_owned(),
+                key: k.to_owned(),
                 value: Some(AnyValue {
                     value: Some(match v {
-                        Value::Str(s) => any_value::Value::StringValue(s.clone()),
-                        Value::Bool(b) => any_value::Value::BoolValue(*b),
-                        Value::Int(i) => any_value::Value::IntValue(*i),
-                        Value::Float(f) => any_value::Value::DoubleValue(*f),
+                        Value::Str(s) => any_value::Value::StringValue(s),
+                        Value::Bool(b) => any_value::Value::BoolValue(b),
+                        Value::Int(i) => any_value::Value::IntValue(i),
+                        Value::Float(f) => any_value::Value::DoubleValue(f),
                     }),
                 }),
             })
             .collect(),
-        status: r.error.as_ref().map(|message| Status {
-            message: message.clone(),
-            code: 2,
-        }),
-        flags: u32::from(r.context.sampled),
+        status: error.map(|message| Status { message, code: 2 }),
+        flags: u32::from(context.sampled),
     }
 }
 
@@ -255,7 +262,7 @@ mod tests {
             resource: vec![string("service.name", "infergate")],
             version: "0.1.0".to_owned(),
         };
-        let bytes = encode(&origin, &[record]);
+        let bytes = encode(&origin, vec![record]);
         let back = ExportTraceServiceRequest::decode(bytes.as_slice()).unwrap();
         let s = &back.resource_spans[0].scope_spans[0].spans[0];
         assert_eq!(s.trace_id, vec![1; 16]);
