@@ -11,7 +11,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use infergate_test_support::jaeger::{assert_children, named, Jaeger, Span};
+use infergate_test_support::jaeger::{assert_children, named, Jaeger, Span, UNAUTHENTICATED_STEPS};
 use serde_json::Value;
 
 const MODEL: &str = "meta-llama/Llama-3.1-8B-Instruct";
@@ -83,15 +83,7 @@ fn a_streamed_request_is_one_tree_under_the_clients_span_exported_over_http() {
     assert_eq!(root.tags["gen_ai.operation.name"], "chat");
     assert_eq!(root.tags["gen_ai.request.model"], MODEL);
     assert_eq!(root.tags["infergate.pool"], "llama");
-    assert_children(
-        &spans,
-        root,
-        &[
-            "infergate.route",
-            "infergate.flow_control",
-            "infergate.pick",
-        ],
-    );
+    assert_children(&spans, root, &UNAUTHENTICATED_STEPS);
     let route = named(&spans, "infergate.route");
     assert_eq!(route.tags["gen_ai.request.stream"], true);
     let pick = named(&spans, "infergate.pick");

@@ -11,6 +11,13 @@ use serde_json::Value;
 use crate::http::{body_of, get, split_response};
 use crate::process::{start_on_free_ports, Running};
 
+/// The step spans every request without auth or rate limits records, under its request span.
+pub const UNAUTHENTICATED_STEPS: [&str; 3] = [
+    "infergate.route",
+    "infergate.flow_control",
+    "infergate.pick",
+];
+
 /// A running Jaeger.
 pub struct Jaeger {
     /// The process (killed on drop).

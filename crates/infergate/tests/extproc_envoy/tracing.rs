@@ -2,7 +2,7 @@
 //! and the request's way to the model server, and hands the model server a `traceparent`
 //! naming that span; the spans arrive at a real Jaeger with the right parents and attributes.
 
-use infergate_test_support::jaeger::{assert_children, named, Jaeger};
+use infergate_test_support::jaeger::{assert_children, named, Jaeger, UNAUTHENTICATED_STEPS};
 
 use crate::client::post;
 use crate::envoy::{Pool, Spec};
@@ -85,15 +85,7 @@ fn a_streamed_request_through_envoy_is_one_trace_down_to_the_model_server() {
     assert_eq!(root.service, "picker");
     assert_eq!(root.parent.as_deref(), Some(CLIENT_SPAN));
     assert_eq!(root.tags["http.response.status_code"], 200);
-    assert_children(
-        &spans,
-        root,
-        &[
-            "infergate.route",
-            "infergate.flow_control",
-            "infergate.pick",
-        ],
-    );
+    assert_children(&spans, root, &UNAUTHENTICATED_STEPS);
     let upstream = named(&spans, "chat llama");
     assert_eq!(
         upstream.id, parts[2],
