@@ -11,10 +11,9 @@ use infergate_control::pool::Snapshot;
 use infergate_control::routes::{Routes, Target};
 use infergate_control::PlaneHandle;
 use infergate_picker::{Dispatch, EndpointId, RequestFeatures};
-use infergate_pipeline::pick::{self, Picked, Why};
+use infergate_pipeline::pick::{Picked, Why};
 use infergate_pipeline::trace::RequestTrace;
 use infergate_pipeline::{ApiError, Prepared};
-use infergate_trace::Span;
 
 use crate::subset::SubsetIndexes;
 
@@ -73,7 +72,7 @@ pub fn pick(
     handle: &PlaneHandle,
     prepared: Prepared,
     permit: FlowPermit,
-    span: &mut Span,
+    trace: &RequestTrace,
 ) -> Result<Routed, ApiError> {
     let Prepared {
         target,
@@ -85,17 +84,13 @@ pub fn pick(
     } = prepared;
     // A traced pick is explained in its span; Envoy's metadata carries the explanation only
     // with --emit-endpoint-scores.
-    let emit = handle.emits_endpoint_scores();
-    let picked = pick::pick(
+    let (picked, why) = trace.pick(
         &target.pool,
         &features,
         handle.clock(),
-        emit || span.is_recording(),
+        handle.emits_endpoint_scores(),
     )?;
     let destination = picked.destination();
-    let why = picked.why();
-    RequestTrace::picked(span, &picked, why.as_ref());
-    let why = why.filter(|_| emit);
     let Picked {
         snap,
         pick,

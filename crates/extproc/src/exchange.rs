@@ -24,7 +24,7 @@ use envoy_types::pb::envoy::service::ext_proc::v3::processing_request::Request a
 use envoy_types::pb::envoy::service::ext_proc::v3::{ProcessingRequest, ProcessingResponse};
 use infergate_auth::Verified;
 use infergate_control::routes::Routes;
-use infergate_pipeline::trace::{refusal_message, RequestTrace};
+use infergate_pipeline::trace::{self, RequestTrace};
 use infergate_pipeline::ApiError;
 use infergate_telemetry::metrics::RequestRecord;
 use infergate_trace::Span;
@@ -335,16 +335,21 @@ impl Exchange {
         self.processor.handle.metrics().count_request(&self.record);
     }
 
+    /// Refuses with `err` in the step `span` (which fails with it).
+    fn refuse_in(&mut self, mut span: Span, err: &ApiError) -> Vec<ProcessingResponse> {
+        trace::fail(&mut span, err);
+        span.end();
+        self.refuse(err)
+    }
+
     fn refuse(&mut self, err: &ApiError) -> Vec<ProcessingResponse> {
         tracing::debug!(error = %err, "request refused");
         self.record.status = err.status().as_u16();
         self.count();
-        let why = refusal_message(err);
-        let mut step = std::mem::take(&mut self.step);
-        step.fail(why.clone());
-        let mut upstream = std::mem::take(&mut self.upstream);
-        upstream.fail(why);
-        drop((step, upstream));
+        trace::fail(&mut self.step, err);
+        trace::fail(&mut self.upstream, err);
+        std::mem::take(&mut self.step).end();
+        std::mem::take(&mut self.upstream).end();
         std::mem::take(&mut self.trace).refused(err);
         self.phase = Phase::Done;
         self.body = Vec::new();

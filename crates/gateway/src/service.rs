@@ -15,8 +15,8 @@ use tokio::time::Instant;
 
 use infergate_control::admission::Admitted;
 use infergate_control::routes::Routes;
-use infergate_pipeline::trace::{refusal_message, RequestTrace};
-use infergate_pipeline::{admit, auth, limit, pick, prepare, ApiError, Inbound};
+use infergate_pipeline::trace::{fail, RequestTrace};
+use infergate_pipeline::{admit, auth, limit, prepare, ApiError, Inbound};
 use infergate_telemetry::metrics::RequestRecord;
 
 use crate::body::{self, error_response, ResponseBody};
@@ -123,7 +123,7 @@ async fn serve(
     };
     let token = auth::authenticate(auth, &mut parts.headers)
         .await
-        .inspect_err(|e| span.fail(refusal_message(e)))?;
+        .inspect_err(|e| fail(&mut span, e))?;
     span.end();
     let parts = &*parts;
 
@@ -137,8 +137,8 @@ async fn serve(
         token: token.as_ref(),
     };
     let mut span = trace.step("infergate.route");
-    let mut prepared = prepare(routes, inbound, plane.metrics(), record)
-        .inspect_err(|e| span.fail(refusal_message(e)))?;
+    let mut prepared =
+        prepare(routes, inbound, plane.metrics(), record).inspect_err(|e| fail(&mut span, e))?;
     trace.prepared(&mut span, &prepared);
     span.end();
     let pool = Arc::clone(&prepared.target.pool);
@@ -152,7 +152,7 @@ async fn serve(
     };
     prepared.limit = limit::limit(limits, prepared.charge.clone())
         .await
-        .inspect_err(|e| span.fail(refusal_message(e)))?;
+        .inspect_err(|e| fail(&mut span, e))?;
     span.end();
 
     // Admit: go on, wait in the pool's queue, or be refused. The route timeout counts from the
@@ -175,23 +175,13 @@ async fn serve(
             .unwrap_or_else(|_| Err(timed_out())),
         None => admitted.await,
     }
-    .inspect_err(|e| span.fail(refusal_message(e)))?;
+    .inspect_err(|e| fail(&mut span, e))?;
     span.end();
 
     // Pick, on the pool as it is after the wait. A traced pick is explained in its span; the
     // client sees the explanation only with --emit-endpoint-scores.
-    let mut span = trace.step("infergate.pick");
     let emit = plane.emits_endpoint_scores();
-    let picked = pick::pick(
-        &pool,
-        &prepared.features,
-        plane.clock(),
-        emit || span.is_recording(),
-    )
-    .inspect_err(|e| span.fail(refusal_message(e)))?;
-    let why = picked.why();
-    RequestTrace::picked(&mut span, &picked, why.as_ref());
-    span.end();
+    let (picked, why) = trace.pick(&pool, &prepared.features, plane.clock(), emit)?;
 
     // Proxy.
     let body = prepared.body.take().unwrap_or(received);
@@ -205,7 +195,7 @@ async fn serve(
         deadline,
         permit: Some(permit),
         limit,
-        why: why.filter(|_| emit),
+        why,
         trace,
     };
     match deadline {

@@ -10,9 +10,12 @@
 
 use hyper::HeaderMap;
 use infergate_api_error::ApiError;
+use infergate_control::pool::PoolRuntime;
+use infergate_control::Clock;
+use infergate_picker::RequestFeatures;
 use infergate_trace::{Span, SpanKind, Tracer};
 
-use crate::pick::{Picked, Why};
+use crate::pick::{self, Picked, Why};
 use crate::Prepared;
 
 /// One request's spans. With tracing off or the trace unsampled, every method is a no-op.
@@ -36,9 +39,11 @@ impl RequestTrace {
     /// The request's span, started now: `{method} {path}`, continuing `headers`' trace.
     pub fn start(tracer: &Tracer, method: &str, path: &str, headers: &HeaderMap) -> Self {
         let path = path.split('?').next().unwrap_or(path);
-        let mut root = tracer.server_span(format!("{method} {path}"), headers);
+        // Named once sampled: an untraced request allocates nothing here.
+        let mut root = tracer.server_span(String::new(), headers);
         let operation = operation(path);
         if root.is_recording() {
+            root.rename(format!("{method} {path}"));
             root.set("http.request.method", method);
             root.set("url.path", path);
             root.set("gen_ai.operation.name", operation);
@@ -79,8 +84,26 @@ impl RequestTrace {
         }
     }
 
+    /// Pick (step 9) in its span: explained whenever the request is traced, so the span can
+    /// say why; the explanation is returned for the client or Envoy only with `emit`
+    /// (`--emit-endpoint-scores`).
+    pub fn pick(
+        &self,
+        pool: &PoolRuntime,
+        features: &RequestFeatures,
+        clock: Clock,
+        emit: bool,
+    ) -> Result<(Picked, Option<Why>), ApiError> {
+        let mut span = self.step("infergate.pick");
+        let picked = pick::pick(pool, features, clock, emit || span.is_recording())
+            .inspect_err(|e| fail(&mut span, e))?;
+        let why = picked.why();
+        Self::picked(&mut span, &picked, why.as_ref());
+        Ok((picked, why.filter(|_| emit)))
+    }
+
     /// What the pick chose (`span` is its step), with its explanation when there is one.
-    pub fn picked(span: &mut Span, picked: &Picked, why: Option<&Why>) {
+    fn picked(span: &mut Span, picked: &Picked, why: Option<&Why>) {
         if !span.is_recording() {
             return;
         }
@@ -107,10 +130,9 @@ impl RequestTrace {
     /// The span of one attempt at `address` (`host:port`) for `model`, started now; its
     /// context is the `traceparent` the model server gets.
     pub fn upstream(&self, model: &str, address: &str) -> Span {
-        let mut span = self
-            .root
-            .child(format!("{} {model}", self.operation), SpanKind::Client);
+        let mut span = self.root.child(String::new(), SpanKind::Client);
         if span.is_recording() {
+            span.rename(format!("{} {model}", self.operation));
             span.set("gen_ai.operation.name", self.operation);
             span.set("gen_ai.request.model", model);
             served_by(&mut span, address);
@@ -134,6 +156,9 @@ impl RequestTrace {
 
     /// The request was answered with `status`: the span, to end with the response body.
     pub fn answered(mut self, status: u16) -> Span {
+        if !self.root.is_recording() {
+            return self.root;
+        }
         self.root.set("http.response.status_code", status);
         if status >= 500 {
             self.root.set("error.type", status.to_string());
@@ -153,9 +178,16 @@ pub fn served_by(span: &mut Span, address: &str) {
     }
 }
 
+/// Marks the step `span` failed with `e`.
+pub fn fail(span: &mut Span, e: &ApiError) {
+    if span.is_recording() {
+        span.fail(refusal_message(e));
+    }
+}
+
 /// Why a request was refused, for its span: the error's message, except for a client error,
 /// whose message may quote the request body (a JSON parser's complaint).
-pub fn refusal_message(e: &ApiError) -> String {
+fn refusal_message(e: &ApiError) -> String {
     if e.status().as_u16() == 400 {
         e.code().to_owned()
     } else {

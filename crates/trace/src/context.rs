@@ -87,16 +87,19 @@ impl SpanContext {
         s
     }
 
-    /// Sets `traceparent` (and `tracestate`, when there is one) to name this span, replacing
-    /// what the client sent.
+    /// The headers that carry this span on: `traceparent`, and `tracestate` when there is
+    /// one.
+    pub fn propagation(&self) -> impl Iterator<Item = (&'static str, String)> + '_ {
+        std::iter::once((TRACEPARENT, self.traceparent()))
+            .chain(self.trace_state.iter().map(|s| (TRACESTATE, s.clone())))
+    }
+
+    /// Sets [`SpanContext::propagation`]'s headers, replacing what the client sent.
     pub fn inject(&self, headers: &mut HeaderMap) {
-        if let Ok(v) = HeaderValue::from_str(&self.traceparent()) {
-            headers.insert(TRACEPARENT, v);
-        }
         headers.remove(TRACESTATE);
-        if let Some(state) = self.trace_state.as_deref() {
-            if let Ok(v) = HeaderValue::from_str(state) {
-                headers.insert(TRACESTATE, v);
+        for (name, value) in self.propagation() {
+            if let Ok(v) = HeaderValue::from_str(&value) {
+                headers.insert(name, v);
             }
         }
     }

@@ -37,7 +37,9 @@ pub struct TraceCounters {
     pub dropped_export_failed: Counter,
 }
 
-enum Item {
+/// What the exporter task is sent: a finished span, or a flush to answer.
+#[derive(Debug)]
+pub(crate) enum Item {
     Span(SpanRecord),
     Flush(oneshot::Sender<()>),
 }
@@ -47,22 +49,13 @@ enum Item {
 pub(crate) enum Queue {
     /// To the exporter task.
     Export {
-        sender: mpsc::Sender<ItemBox>,
+        sender: mpsc::Sender<Item>,
         counters: TraceCounters,
         /// How long a flush may take: one export request's timeout, per batch in the queue.
         flush_timeout: Duration,
     },
     /// Straight to a test's channel.
     Channel(mpsc::Sender<SpanRecord>),
-}
-
-/// An exporter queue entry (boxed so the queue's slots stay small).
-pub(crate) struct ItemBox(Box<Item>);
-
-impl std::fmt::Debug for ItemBox {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ItemBox")
-    }
 }
 
 impl Queue {
@@ -76,10 +69,7 @@ impl Queue {
             Queue::Export {
                 sender, counters, ..
             } => {
-                if sender
-                    .try_send(ItemBox(Box::new(Item::Span(span))))
-                    .is_err()
-                {
+                if sender.try_send(Item::Span(span)).is_err() {
                     counters.dropped_queue_full.inc();
                 }
             }
@@ -102,11 +92,7 @@ impl Queue {
         };
         let (done, answered) = oneshot::channel();
         let flushed = async {
-            if sender
-                .send(ItemBox(Box::new(Item::Flush(done))))
-                .await
-                .is_ok()
-            {
+            if sender.send(Item::Flush(done)).await.is_ok() {
                 let _ = answered.await;
             }
         };
@@ -165,7 +151,7 @@ impl Exporter {
         }
     }
 
-    async fn run(mut self, mut receiver: mpsc::Receiver<ItemBox>) {
+    async fn run(mut self, mut receiver: mpsc::Receiver<Item>) {
         let mut batch: Vec<SpanRecord> = Vec::new();
         let mut due: Option<Instant> = None;
         loop {
@@ -180,7 +166,7 @@ impl Exporter {
                 },
                 None => receiver.recv().await,
             };
-            match item.map(|b| *b.0) {
+            match item {
                 None => {
                     self.send(batch).await;
                     return;

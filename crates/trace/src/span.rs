@@ -167,6 +167,7 @@ impl Span {
         name: String,
         kind: SpanKind,
     ) -> Self {
+        let now = SystemTime::now();
         Self {
             recording: Some(Box::new(Recording {
                 tracer,
@@ -175,8 +176,9 @@ impl Span {
                     parent,
                     name,
                     kind,
-                    start: SystemTime::now(),
-                    end: SystemTime::now(),
+                    start: now,
+                    // Set when the span ends.
+                    end: now,
                     attributes: Vec::new(),
                     error: None,
                 },

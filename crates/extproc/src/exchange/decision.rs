@@ -8,7 +8,6 @@ use envoy_types::pb::envoy::service::ext_proc::v3::ProcessingResponse;
 use hyper::header::AUTHORIZATION;
 use infergate_control::admission::{Admitted, FlowPermit};
 use infergate_control::routes::rewrites::MODEL_NAME_REWRITE;
-use infergate_pipeline::trace::refusal_message;
 use infergate_pipeline::{admit, prepare, Inbound, Prepared};
 use tokio::time::Instant;
 
@@ -23,14 +22,10 @@ impl Exchange {
     /// returned at once; a check that has to wait (a key reload) runs while the body arrives.
     pub(super) fn authenticate(&mut self) -> Option<Vec<ProcessingResponse>> {
         let auth = self.processor.handle.auth()?;
-        let mut span = self.trace.step("infergate.auth");
+        let span = self.trace.step("infergate.auth");
         match wait::authenticate(auth, &self.head.headers) {
             Step::Done(Ok(token)) => self.token = Some(token),
-            Step::Done(Err(e)) => {
-                span.fail(refusal_message(&e));
-                drop(span);
-                return Some(self.refuse(&e));
-            }
+            Step::Done(Err(e)) => return Some(self.refuse_in(span, &e)),
             Step::Wait(p) => {
                 self.authenticating = true;
                 self.pending = Some(p);
@@ -74,11 +69,7 @@ impl Exchange {
         let mut span = self.trace.step("infergate.route");
         let mut prepared = match prepare(&routes, inbound, &metrics, &mut self.record) {
             Ok(p) => p,
-            Err(e) => {
-                span.fail(refusal_message(&e));
-                drop(span);
-                return self.refuse(&e);
-            }
+            Err(e) => return self.refuse_in(span, &e),
         };
         self.trace.prepared(&mut span, &prepared);
         if let Some(hint) = self.subset.as_deref() {
@@ -86,9 +77,7 @@ impl Exchange {
             if let Err(e) =
                 destination::restrict(&routes, &self.processor.subsets, &mut prepared, hint)
             {
-                span.fail(refusal_message(&e));
-                drop(span);
-                return self.refuse(&e);
+                return self.refuse_in(span, &e);
             }
         }
         span.end();
@@ -101,18 +90,14 @@ impl Exchange {
         let Some(limits) = self.processor.handle.rate_limits() else {
             return self.admit(prepared, ending);
         };
-        let mut span = self.trace.step("infergate.rate_limit");
+        let span = self.trace.step("infergate.rate_limit");
         match wait::limit(limits, prepared.charge.clone()) {
             Step::Done(Ok(ticket)) => {
                 prepared.limit = ticket;
                 span.end();
                 self.admit(prepared, ending)
             }
-            Step::Done(Err(e)) => {
-                span.fail(refusal_message(&e));
-                drop(span);
-                self.refuse(&e)
-            }
+            Step::Done(Err(e)) => self.refuse_in(span, &e),
             Step::Wait(p) => {
                 self.step = span;
                 self.wait(p, prepared, ending);
@@ -141,11 +126,7 @@ impl Exchange {
                 self.wait(wait::queued(waiting), prepared, ending);
                 Vec::new()
             }
-            Err(e) => {
-                span.fail(refusal_message(&e));
-                drop(span);
-                self.refuse(&e)
-            }
+            Err(e) => self.refuse_in(span, &e),
         }
     }
 
@@ -156,31 +137,21 @@ impl Exchange {
         permit: FlowPermit,
         ending: Ending,
     ) -> Vec<ProcessingResponse> {
-        let mut span = self.trace.step("infergate.pick");
-        let routed = match destination::pick(&self.processor.handle, prepared, permit, &mut span) {
+        let handle = &self.processor.handle;
+        let routed = match destination::pick(handle, prepared, permit, &self.trace) {
             Ok(r) => r,
-            Err(e) => {
-                span.fail(refusal_message(&e));
-                drop(span);
-                return self.refuse(&e);
-            }
+            Err(e) => return self.refuse(&e),
         };
-        span.end();
         let mut extra = Vec::new();
         // The model server continues the trace from the span of the request's way to it.
         let primary = routed.destination.split(',').next().unwrap_or_default();
         let upstream = self.trace.upstream(&routed.model, primary);
         if let Some(context) = upstream.context() {
-            extra.push(protocol::set_header(
-                infergate_trace::context::TRACEPARENT,
-                context.traceparent().as_bytes(),
-            ));
-            if let Some(state) = &context.trace_state {
-                extra.push(protocol::set_header(
-                    infergate_trace::context::TRACESTATE,
-                    state.as_bytes(),
-                ));
-            }
+            extra.extend(
+                context
+                    .propagation()
+                    .map(|(name, value)| protocol::set_header(name, value.as_bytes())),
+            );
         }
         self.upstream = upstream;
         if self.routes.config.bbr.enabled {

@@ -27,7 +27,7 @@ impl Exchange {
             started: self.started,
             dispatched: self.dispatched,
         };
-        let (answer, endpoint) = Answer::start(
+        let (mut answer, endpoint) = Answer::start(
             &self.processor.handle,
             routed,
             served.as_deref(),
@@ -45,7 +45,6 @@ impl Exchange {
         upstream.set("http.response.status_code", status);
         infergate_pipeline::trace::served_by(&mut upstream, &endpoint);
         let root = std::mem::take(&mut self.trace).answered(status);
-        let mut answer = answer;
         answer.trace(root, upstream);
         self.record.status = status;
         self.record.endpoint.clone_from(&endpoint);

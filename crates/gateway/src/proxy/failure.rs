@@ -54,13 +54,13 @@ impl Failure {
         }
     }
 
-    /// The attempt span's `error.type`: what kind of failure, without its details.
+    /// The attempt span's `error.type`: the retry metric's reason for a request that was
+    /// sent, else what stopped it being sent.
     pub fn kind(&self) -> &'static str {
-        match self {
-            Failure::Dispatch(_) => "dispatch_refused",
-            Failure::Request { .. } => "bad_upstream_request",
-            Failure::Http1(_) | Failure::H2c { .. } => "no_answer",
-            Failure::Unavailable { .. } => "503",
+        match (self.reason(), self) {
+            (Some(reason), _) => reason.as_str(),
+            (None, Failure::Dispatch(_)) => "dispatch_refused",
+            (None, _) => "bad_upstream_request",
         }
     }
 
