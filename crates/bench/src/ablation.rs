@@ -30,6 +30,9 @@ const WITHOUT_KV_ONLY_IN_OVERLOAD: &str = "infergate-without-kv-only-in-overload
 /// for an adapter slot.
 const WITHOUT_ADAPTER_AWARE_QUEUES: &str = "infergate-without-adapter-aware-queues";
 
+/// Flow control whose detector ignores the servers' decode pace (inter-token latency).
+const WITHOUT_DECODE_PACE: &str = "infergate-without-decode-pace";
+
 /// What an ablation takes away.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Ablation {
@@ -61,6 +64,10 @@ pub fn ablation(name: &str) -> Option<Ablation> {
             counts_adapter_bound_queues: true,
             ..Tuning::default()
         })),
+        WITHOUT_DECODE_PACE => Some(Ablation::Gate(Tuning {
+            inter_token_latency_threshold: Some(std::time::Duration::ZERO),
+            ..Tuning::default()
+        })),
         // Above any KV use an engine can report.
         WITHOUT_KV_SATURATION => Some(Ablation::Gate(Tuning {
             kv_cache_threshold: Some(2.0),
@@ -89,6 +96,7 @@ pub fn names() -> Vec<String> {
         WITHOUT_QUEUE_SATURATION,
         WITHOUT_KV_ONLY_IN_OVERLOAD,
         WITHOUT_ADAPTER_AWARE_QUEUES,
+        WITHOUT_DECODE_PACE,
     ] {
         out.push(gate.to_owned());
     }

@@ -4,7 +4,8 @@
 use crate::tuning::Tuning;
 use infergate_config::gateway::{Band, ResolvedFlowControl, Setting};
 use infergate_flow::{
-    band_index, Admission, Detector, EndpointLoad, FlowConfig, FlowController, FlowRequest, Outcome,
+    band_index, Admission, Detector, EndpointLoad, FlowConfig, FlowController, FlowRequest,
+    Outcome, RecentPace,
 };
 use infergate_picker::{LoraInfo, ScrapedMetrics};
 use std::time::Duration;
@@ -31,6 +32,8 @@ pub struct FlowGate {
     detector: Detector,
     /// Each replica's last scrape as the detector reads it (`age` zero) and when it landed.
     last: Vec<Option<(EndpointLoad, Duration)>>,
+    /// Each replica's recent decode pace, from its scrapes' inter-token latency totals.
+    pace: Vec<RecentPace>,
     /// The detector's queue-depth threshold (waiting requests at saturation 1).
     queue_depth: f64,
     /// Pending prefill tokens read as a full queue, if counted.
@@ -55,6 +58,9 @@ impl FlowGate {
         if let Some(depth) = tuning.queue_depth_threshold {
             resolved.saturation.queue_depth_threshold = Setting::set(depth);
         }
+        if let Some(itl) = tuning.inter_token_latency_threshold {
+            resolved.saturation.inter_token_latency_threshold = Setting::set(itl);
+        }
         if tuning.without_overload_rule {
             resolved.overload.enabled = Setting::set(false);
         }
@@ -74,6 +80,7 @@ impl FlowGate {
             detector: Detector::from_resolved(&resolved)
                 .counting_adapter_bound_queues(tuning.counts_adapter_bound_queues),
             last: vec![None; replicas],
+            pace: vec![RecentPace::new(); replicas],
             queue_depth: f64::from(resolved.saturation.queue_depth_threshold.value),
             prefill_threshold: tuning.prefill_tokens_threshold.map(|t| t.max(1)),
         }
@@ -93,6 +100,11 @@ impl FlowGate {
         let backlog = self.prefill_threshold.map_or(0.0, |t| {
             pending_prefill as f64 / t as f64 * self.queue_depth
         });
+        let pace = self.pace.get_mut(replica).and_then(|p| {
+            let t = metrics.inter_token_latency?;
+            p.record(metrics.scraped_at, t.seconds, t.count);
+            p.mean_seconds()
+        });
         if let Some(slot) = self.last.get_mut(replica) {
             let load = EndpointLoad {
                 waiting: metrics.waiting.map(|w| (w as f64).max(backlog)),
@@ -102,6 +114,7 @@ impl FlowGate {
                     .lora
                     .as_ref()
                     .is_some_and(LoraInfo::waits_for_a_slot),
+                inter_token_latency: pace,
                 age: Duration::ZERO,
             };
             *slot = Some((load, metrics.scraped_at));

@@ -6,7 +6,9 @@ use crate::workload::BenchRequest;
 use infergate_config::gateway::Band;
 use infergate_engine::step_time::StepTimeModel;
 use infergate_engine::{Engine, FinishReason, NewRequest, SchedulingPolicy};
-use infergate_picker::{Dispatch, LoraInfo, Picker, Pool, RequestFeatures, ScrapedMetrics};
+use infergate_picker::{
+    Dispatch, LatencyTotals, LoraInfo, Picker, Pool, RequestFeatures, ScrapedMetrics,
+};
 use std::time::Duration;
 
 /// One simulated replica and its place in the event loop.
@@ -108,5 +110,9 @@ pub(crate) fn scrape(engine: &Engine, now: Duration) -> ScrapedMetrics {
         prefix_cache_hits: Some(c.prefix_cache_hits),
         prefix_cache_hit_rate: None,
         max_model_len: Some(engine.config().max_model_len),
+        inter_token_latency: Some(LatencyTotals {
+            seconds: c.itl.sum(),
+            count: c.itl.count(),
+        }),
     }
 }

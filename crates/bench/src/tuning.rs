@@ -31,6 +31,9 @@ pub struct Tuning {
     /// The detector's queue-depth threshold instead of the default (the config's
     /// `saturation.queueDepthThreshold`).
     pub queue_depth_threshold: Option<u32>,
+    /// The detector's inter-token latency threshold instead of the default (the config's
+    /// `saturation.interTokenLatencyThreshold`); zero: the decode pace is not read.
+    pub inter_token_latency_threshold: Option<Duration>,
     /// The overload rule off (the config's `overload.enabled: false`).
     pub without_overload_rule: bool,
     /// KV-cache use holds requests at all times, not only in overload (the config's

@@ -101,12 +101,13 @@ fn one_gateway_replica_is_the_bench_as_it_was_before_replicas() {
             ],
         ),
     ];
-    // The fingerprints predate the overload rule and infergate's own flow control in scenarios
-    // without bands: the runs are made as the bench made them then (the policy alone where the
-    // scenario has no bands, the flow control without the rule where it has), so that what is
-    // checked is the runner.
+    // The fingerprints predate the overload rule, the decode-pace signal and infergate's own
+    // flow control in scenarios without bands: the runs are made as the bench made them then
+    // (the policy alone where the scenario has no bands, the flow control without the rule or
+    // the pace where it has), so that what is checked is the runner.
     let as_then = Tuning {
         without_overload_rule: true,
+        inter_token_latency_threshold: Some(std::time::Duration::ZERO),
         ..Tuning::default()
     };
     let policy_value = |name: &str| (name != "clairvoyant").then(|| Policy::named(name).unwrap());

@@ -10,6 +10,7 @@
 //! | controller | [`controller`] | admit, queue, dispatch, expire, shed: [`FlowController`] |
 //! | answers | [`decision`] | [`Admission`], [`Decision`], [`Rejection`] with status and reason |
 //! | drain | [`drain`] | completions per second → Retry-After |
+//! | pace | [`pace`] | the servers' inter-token latency totals → each endpoint's recent decode pace |
 //! | rate limits | [`limit`] | per-tenant requests/s and tokens/min against a [`limit::LimitStore`] |
 //!
 //! ```
@@ -29,6 +30,7 @@
 //!     kv_usage: Some(0.1),
 //!     running: None,
 //!     adapter_bound: false,
+//!     inter_token_latency: None,
 //!     age: Duration::ZERO,
 //! };
 //! flow.observe(detector.observe([busy]), t);
@@ -53,10 +55,12 @@ pub mod decision;
 pub mod drain;
 mod fair;
 pub mod limit;
+pub mod pace;
 pub mod saturation;
 
 pub use config::{band_index, BandLimits, FlowConfig, Overload};
 pub use controller::{FlowController, FlowError, FlowRequest, QueueLength};
 pub use decision::{Admission, Decision, DropReason, Outcome, Rejection, RequestId};
 pub use drain::DrainRate;
+pub use pace::RecentPace;
 pub use saturation::{ceiling, Detector, EndpointLoad, PoolState};

@@ -2,6 +2,11 @@
 //!
 //! An endpoint's saturation is upstream's (`spec.flowControl.saturation`):
 //! `max(waiting / queueDepthThreshold, kv / kvCacheThreshold)`, so 1 means "at a threshold".
+//! infergate adds the server's recent decode pace, `itl / interTokenLatencyThreshold`
+//! ([`crate::pace`]), read wherever KV-cache use is: both say the running batch is as large as
+//! the server can carry well, and neither says anything about how soon a waiting request starts,
+//! so Standard reads them only while the pool is overloaded ([`PoolState::queue_saturation`]
+//! leaves both out).
 //! The pool's saturation is the mean over endpoints with fresh metrics, as upstream's detector
 //! computes it. Endpoints whose metrics are older than the staleness threshold, or that report
 //! neither signal, are left out; with none left the detector knows nothing ([`PoolState::is_known`]
@@ -62,6 +67,8 @@ pub struct EndpointLoad {
     /// requests for another adapter wait: its waiting count is not read, only its KV-cache use
     /// (the module's doc says why).
     pub adapter_bound: bool,
+    /// The server's recent mean inter-token latency in seconds ([`crate::RecentPace`]).
+    pub inter_token_latency: Option<f64>,
     /// Age of the metrics.
     pub age: Duration,
 }
@@ -74,6 +81,8 @@ pub struct Detector {
     staleness: Duration,
     /// Running requests at saturation 1 for the bands below Critical, if counted.
     running: Option<f64>,
+    /// Recent mean inter-token latency (seconds) at saturation 1, if counted.
+    inter_token_latency: Option<f64>,
     /// Each band's ceiling, Critical, Standard, Sheddable. Invariant: non-increasing.
     ceilings: [f64; 3],
     /// Whether an adapter-bound endpoint's waiting count is read as any other's (only to measure
@@ -91,6 +100,7 @@ impl Detector {
             kv_cache: kv_cache.max(f64::MIN_POSITIVE),
             staleness,
             running: None,
+            inter_token_latency: None,
             ceilings: default_ceilings(),
             counts_adapter_bound_queues: false,
         }
@@ -128,6 +138,13 @@ impl Detector {
         self
     }
 
+    /// The same detector, also counting each endpoint's recent mean inter-token latency against
+    /// `threshold` wherever KV-cache use is counted (`None` or zero: not counted).
+    pub fn with_inter_token_latency_threshold(mut self, threshold: Option<Duration>) -> Self {
+        self.inter_token_latency = threshold.filter(|t| !t.is_zero()).map(|t| t.as_secs_f64());
+        self
+    }
+
     /// The detector `spec.flowControl` describes: its `saturation` thresholds and each band's
     /// `saturationCeiling`.
     pub fn from_resolved(f: &ResolvedFlowControl) -> Self {
@@ -138,6 +155,7 @@ impl Detector {
             s.metrics_staleness_threshold.value,
         )
         .with_running_threshold(s.running_requests_threshold.map(f64::from))
+        .with_inter_token_latency_threshold(Some(s.inter_token_latency_threshold.value))
         .with_ceilings(f.bands.map(|b| b.saturation_ceiling.value))
     }
 
@@ -154,6 +172,9 @@ impl Detector {
         let parts = [
             self.waiting(e).map(|w| w / self.queue_depth),
             e.kv_usage.map(|k| k / self.kv_cache),
+            self.inter_token_latency
+                .zip(e.inter_token_latency)
+                .map(|(t, itl)| itl / t),
         ];
         parts
             .into_iter()
@@ -175,8 +196,8 @@ impl Detector {
         Some(batch.map_or(score, |b| b.max(score)))
     }
 
-    /// [`Self::lower_score`] without the KV-cache signal: the queue and the batch alone, or the
-    /// lower score itself for an endpoint that reports neither. `None` exactly when the score is.
+    /// [`Self::lower_score`] without the KV-cache and decode-pace signals: the queue and the batch
+    /// alone, or the lower score itself for an endpoint that reports neither. `None` exactly when the score is.
     pub fn queue_score(&self, e: &EndpointLoad) -> Option<f64> {
         let lower = self.lower_score(e)?;
         let parts = [
@@ -257,7 +278,7 @@ pub struct PoolState {
     /// counts no running requests.
     pub lower_saturation: f64,
     /// Mean of [`Detector::queue_score`] over the same endpoints: `lower_saturation` without the
-    /// KV-cache signal, what Standard is held against while the pool is not overloaded
+    /// KV-cache and decode-pace signals, what Standard is held against while the pool is not overloaded
     /// ([`crate::Overload`]). Invariant: never above `lower_saturation`.
     pub queue_saturation: f64,
     /// Requests waiting over fresh endpoints.
@@ -332,6 +353,7 @@ mod tests {
             kv_usage: Some(kv),
             running: None,
             adapter_bound: false,
+            inter_token_latency: None,
             age: 10 * MS,
         }
     }
@@ -350,6 +372,7 @@ mod tests {
             kv_usage: Some(0.4),
             running: None,
             adapter_bound: false,
+            inter_token_latency: None,
             age: MS,
         };
         assert_eq!(d.score(&kv_only), Some(0.5));
@@ -482,10 +505,36 @@ mod tests {
         assert_eq!(on.lower_score(&batch), Some(1.5));
         let off = Detector::from_resolved(&resolved(None));
         assert_eq!(off.lower_score(&batch), Some(0.5));
-        assert_eq!(off, detector());
+        assert_eq!(
+            off,
+            detector().with_inter_token_latency_threshold(Some(80 * MS))
+        );
         let mut tighter = resolved(None);
         tighter.bands[2].saturation_ceiling = Setting::set(0.5);
         assert_ne!(Detector::from_resolved(&tighter), detector());
+    }
+
+    #[test]
+    fn a_slow_decode_saturates_where_kv_use_would() {
+        let d = detector().with_inter_token_latency_threshold(Some(80 * MS));
+        let slow = EndpointLoad {
+            inter_token_latency: Some(0.12),
+            ..load(1.0, 0.4)
+        };
+        // 120 ms a token against 80: 1.5, worse than the queue (0.2) and KV use (0.5).
+        let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1e-12);
+        assert!(close(d.score(&slow), 1.5));
+        assert!(close(d.lower_score(&slow), 1.5));
+        // Left out where KV use is: Standard outside overload reads the queue alone.
+        assert!(close(d.queue_score(&slow), 0.2));
+        let s = d.observe([slow, load(0.0, 0.0)]);
+        assert!((s.saturation - 0.75).abs() < 1e-12);
+        assert!((s.queue_saturation - 0.1).abs() < 1e-12);
+        // No pace reported (an idle server), or a detector that does not count it: unchanged.
+        assert!(close(d.score(&load(1.0, 0.4)), 0.5));
+        assert!(close(detector().score(&slow), 0.5));
+        let off = detector().with_inter_token_latency_threshold(Some(Duration::ZERO));
+        assert_eq!(off, detector());
     }
 
     #[test]

@@ -374,6 +374,7 @@ fn a_full_batch_holds_standard_and_sheds_sheddable_while_critical_goes() {
         kv_usage: Some(0.4),
         running: Some(150.0),
         adapter_bound: false,
+        inter_token_latency: None,
         age: ms(10),
     };
     let mut f = FlowController::new(roomy());

@@ -21,7 +21,7 @@ pub struct BenchArgs {
     /// as it ships; `infergate-without-<part>` is infergate with one scorer, filter,
     /// `fresh-load`, or part of its flow control (`flow-control`, `overload-rule`,
     /// `kv-saturation`, `queue-saturation`, `kv-only-in-overload`,
-    /// `adapter-aware-queues`) off (see --ablate).
+    /// `adapter-aware-queues`, `decode-pace`) off (see --ablate).
     #[arg(long, value_delimiter = ',')]
     policies: Vec<String>,
     /// Add every ablation of infergate (one part off at a time) to the policies.

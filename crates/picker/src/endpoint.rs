@@ -126,6 +126,19 @@ pub struct ScrapedMetrics {
     /// The longest context (prompt + generated tokens) the server accepts (vLLM
     /// `max_model_len`, from `/v1/models`); `None`: unknown, which takes any request.
     pub max_model_len: Option<u32>,
+    /// The server's inter-token latency histogram's running totals (vLLM
+    /// `vllm:inter_token_latency_seconds`, SGLang `sglang:inter_token_latency_seconds`): two
+    /// scrapes' difference is the mean gap between tokens in between.
+    pub inter_token_latency: Option<LatencyTotals>,
+}
+
+/// A latency histogram's cumulative `_sum` (seconds) and `_count`, summed over its series.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct LatencyTotals {
+    /// Seconds observed in all.
+    pub seconds: f64,
+    /// Observations.
+    pub count: u64,
 }
 
 impl ScrapedMetrics {

@@ -85,7 +85,7 @@ pub mod speed;
 mod view;
 
 pub use counters::{DispatchMark, EndpointCounters, InFlightGuard, LocalLoad};
-pub use endpoint::{EndpointId, EndpointSpec, LoraInfo, ScrapedMetrics};
+pub use endpoint::{EndpointId, EndpointSpec, LatencyTotals, LoraInfo, ScrapedMetrics};
 pub use error::{ConfigError, ParseError, PickError, PoolError};
 pub use filter::Filter;
 /// The house's one seeded generator, re-exported where the picker's callers have always found it.

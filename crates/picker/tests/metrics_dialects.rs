@@ -96,6 +96,52 @@ fn counts_add_up_over_data_parallel_ranks_and_kv_takes_the_fullest() {
 }
 
 #[test]
+fn inter_token_latency_totals_add_up_over_ranks_and_prefer_the_current_family() {
+    use infergate_picker::LatencyTotals;
+    let body = "vllm:inter_token_latency_seconds_bucket{engine=\"0\",le=\"0.05\"} 90\n\
+                vllm:inter_token_latency_seconds_sum{engine=\"0\"} 4.5\n\
+                vllm:inter_token_latency_seconds_count{engine=\"0\"} 100\n\
+                vllm:inter_token_latency_seconds_sum{engine=\"1\"} 1.5\n\
+                vllm:inter_token_latency_seconds_count{engine=\"1\"} 20\n\
+                vllm:time_per_output_token_seconds_sum 99\n\
+                vllm:time_per_output_token_seconds_count 1\n";
+    let m = read_metrics(Engine::Vllm, body.as_bytes(), AT)
+        .unwrap()
+        .metrics;
+    assert_eq!(
+        m.inter_token_latency,
+        Some(LatencyTotals {
+            seconds: 6.0,
+            count: 120
+        })
+    );
+    // A vLLM before the rename exports only the older family.
+    let older =
+        "vllm:time_per_output_token_seconds_sum 2.0\nvllm:time_per_output_token_seconds_count 40\n";
+    let m = read_metrics(Engine::Vllm, older.as_bytes(), AT)
+        .unwrap()
+        .metrics;
+    assert_eq!(m.inter_token_latency.map(|t| t.count), Some(40));
+    // Half a histogram, or none, is no pace.
+    let half = "vllm:inter_token_latency_seconds_sum 2.0\n";
+    let m = read_metrics(Engine::Vllm, half.as_bytes(), AT)
+        .unwrap()
+        .metrics;
+    assert_eq!(m.inter_token_latency, None);
+    let sglang = "sglang:inter_token_latency_seconds_sum{model_name=\"q\"} 0.25\n\
+                  sglang:inter_token_latency_seconds_count{model_name=\"q\"} 10\n";
+    let m = read_metrics(Engine::Sglang, sglang.as_bytes(), AT)
+        .unwrap()
+        .metrics;
+    assert_eq!(m.inter_token_latency.map(|t| t.count), Some(10));
+    // TGI exports no inter-token histogram of the same meaning.
+    let m = read_metrics(Engine::Tgi, sglang.as_bytes(), AT)
+        .unwrap()
+        .metrics;
+    assert_eq!(m.inter_token_latency, None);
+}
+
+#[test]
 fn sglang_tgi_and_trtllm_dialects() {
     let sglang = "sglang:num_queue_reqs{model_name=\"q\"} 4\nsglang:num_running_reqs 9\nsglang:token_usage 0.61\n\
                   sglang:cache_config_info{page_size=\"1\",num_pages=\"500000\"} 1\nsglang:cache_hit_rate 0.5\n\

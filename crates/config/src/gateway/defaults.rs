@@ -121,6 +121,16 @@ pub const SATURATION_QUEUE_DEPTH: u32 = 5;
 /// `spec.flowControl.saturation.kvCacheThreshold`: KV-cache use at which an endpoint counts as
 /// saturated.
 pub const SATURATION_KV_CACHE: f64 = 0.8;
+/// `spec.flowControl.saturation.interTokenLatencyThreshold`: the recent mean inter-token latency
+/// (the model server's own histogram, over the last second of scrapes) at which an endpoint
+/// counts as saturated. It is read as KV-cache use is: for Standard only while the pool is
+/// overloaded, for Sheddable at all times, and for Critical at Critical's own ceiling. Over
+/// capacity a gateway that keeps every batch full makes every stream slow: on a mixed fleet at
+/// 150 % load the fast GPUs ran at 90–97 ms per token and a third of their requests missed a
+/// 100 ms TPOT objective, so goodput fell below round-robin's. 80 ms is four fifths of that
+/// common objective, so that a stream's mean stays under it while the pool drains
+/// (`docs/benchmarks.md`, "Decode pace under overload").
+pub const SATURATION_INTER_TOKEN_LATENCY: Duration = Duration::from_millis(80);
 /// `spec.flowControl.saturation.metricsStalenessThreshold`: metrics older than this are stale.
 pub const METRICS_STALENESS: Duration = Duration::from_millis(200);
 

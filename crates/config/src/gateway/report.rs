@@ -449,12 +449,17 @@ fn fmt_flow(f: &mut Formatter<'_>, fc: &ResolvedFlowControl) -> fmt::Result {
         "saturation",
         format!(
             "queueDepthThreshold {}, kvCacheThreshold {}, metricsStalenessThreshold {}, \
-             runningRequestsThreshold {}",
+             runningRequestsThreshold {}, interTokenLatencyThreshold {}",
             s.queue_depth_threshold,
             s.kv_cache_threshold,
             dur(s.metrics_staleness_threshold),
             s.running_requests_threshold
-                .map_or_else(|| "off (default)".to_owned(), |t| t.to_string())
+                .map_or_else(|| "off (default)".to_owned(), |t| t.to_string()),
+            if s.inter_token_latency_threshold.value.is_zero() {
+                "off".to_owned()
+            } else {
+                dur(s.inter_token_latency_threshold)
+            }
         ),
     )
 }

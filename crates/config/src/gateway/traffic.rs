@@ -195,8 +195,8 @@ pub struct BandSpec {
 }
 
 /// `spec.flowControl.saturation`: an endpoint's saturation is
-/// `max(waiting / queueDepthThreshold, kv / kvCacheThreshold)`; stale metrics count as
-/// saturated.
+/// `max(waiting / queueDepthThreshold, kv / kvCacheThreshold, itl / interTokenLatencyThreshold)`;
+/// stale metrics count as saturated.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Saturation {
@@ -212,6 +212,10 @@ pub struct Saturation {
     /// Running requests at saturation for the bands below Critical (default: not counted).
     #[serde(default)]
     pub running_requests_threshold: Option<u32>,
+    /// The model server's recent mean inter-token latency at saturation, read as KV-cache use
+    /// is; `0s` leaves it out.
+    #[serde(default)]
+    pub inter_token_latency_threshold: Option<GatewayDuration>,
 }
 
 /// `spec.rateLimits`: per-tenant limits.

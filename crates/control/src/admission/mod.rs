@@ -28,7 +28,7 @@ use std::time::Duration;
 use infergate_config::gateway::{Band, ResolvedGateway};
 use infergate_flow::{
     Admission as Answer, Decision, Detector, DropReason, EndpointLoad, FlowConfig, FlowController,
-    FlowRequest, Outcome, PoolState, QueueLength, Rejection, RequestId,
+    FlowRequest, Outcome, PoolState, QueueLength, RecentPace, Rejection, RequestId,
 };
 use infergate_picker::{EndpointId, LoraInfo, Pool};
 use tokio::sync::{oneshot, Notify};
@@ -72,8 +72,17 @@ pub struct Admission {
     wake: Arc<Notify>,
     driver_started: AtomicBool,
     metrics: OnceLock<Arc<Metrics>>,
-    /// Requests this gateway had in flight to each endpoint when its last scrape landed.
-    in_flight_at_scrape: Mutex<HashMap<EndpointId, u64>>,
+    /// What each endpoint's scrapes leave behind for the next observation.
+    at_scrape: Mutex<HashMap<EndpointId, ScrapeMarks>>,
+}
+
+/// What an endpoint's scrapes leave behind.
+#[derive(Debug, Default)]
+struct ScrapeMarks {
+    /// Requests this gateway had in flight to it when its last scrape landed.
+    in_flight: u64,
+    /// Its decode pace over its recent scrapes.
+    pace: RecentPace,
 }
 
 fn band_name(band: Band) -> String {
@@ -98,7 +107,7 @@ impl Admission {
             wake: Arc::new(Notify::new()),
             driver_started: AtomicBool::new(false),
             metrics: OnceLock::new(),
-            in_flight_at_scrape: Mutex::new(HashMap::new()),
+            at_scrape: Mutex::new(HashMap::new()),
         }
     }
 
@@ -207,11 +216,18 @@ impl Admission {
     ) -> PoolState {
         let in_flight = |id: EndpointId| pool.counters(id).map_or(0, |c| c.in_flight_requests());
         let mut at_scrape = self
-            .in_flight_at_scrape
+            .at_scrape
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         for &id in landed {
-            at_scrape.insert(id, in_flight(id));
+            let marks = at_scrape.entry(id).or_default();
+            marks.in_flight = in_flight(id);
+            if let Some((t, at)) = pool
+                .metrics(id)
+                .and_then(|m| Some((m.inter_token_latency?, m.scraped_at)))
+            {
+                marks.pace.record(at, t.seconds, t.count);
+            }
         }
         if at_scrape.len() > pool.len() {
             // Endpoints a reload removed.
@@ -220,13 +236,14 @@ impl Admission {
         let loads = pool.specs().iter().filter_map(|s| {
             let m = pool.metrics(s.id)?;
             let now_in_flight = in_flight(s.id);
-            let added = now_in_flight
-                .saturating_sub(at_scrape.get(&s.id).copied().unwrap_or(now_in_flight));
+            let marks = at_scrape.get(&s.id);
+            let added = now_in_flight.saturating_sub(marks.map_or(now_in_flight, |m| m.in_flight));
             Some(EndpointLoad {
                 waiting: m.waiting.map(|w| w.saturating_add(added) as f64),
                 kv_usage: m.kv_usage,
                 running: m.running.map(|r| r as f64),
                 adapter_bound: m.lora.as_ref().is_some_and(LoraInfo::waits_for_a_slot),
+                inter_token_latency: marks.and_then(|m| m.pace.mean_seconds()),
                 age: m.age(now),
             })
         });

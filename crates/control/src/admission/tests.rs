@@ -151,6 +151,54 @@ async fn a_queue_waiting_for_an_adapter_slot_does_not_hold_standard() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_slow_decode_over_its_recent_scrapes_holds_sheddable() {
+    use infergate_picker::LatencyTotals;
+    let (a, _) = admission("");
+    let id = EndpointId(1);
+    let scrape = |at_ms: u64, seconds: f64, count: u64| ScrapedMetrics {
+        waiting: Some(0),
+        kv_usage: Some(0.1),
+        inter_token_latency: Some(LatencyTotals { seconds, count }),
+        ..ScrapedMetrics::empty(Duration::from_millis(at_ms))
+    };
+    let mut p = pool(0, Duration::ZERO);
+    // 1,000 tokens at 40 ms each over half a second: half the default 80 ms threshold.
+    for (at, seconds, count) in [(0, 100.0, 10_000), (500, 140.0, 11_000)] {
+        p.update_metrics(id, scrape(at, seconds, count)).unwrap();
+        let state = a.observe(&p, &[id], Duration::from_millis(at));
+        assert!(state.saturation <= 0.5 + 1e-9, "{state:?}");
+    }
+    assert!(matches!(
+        a.enqueue(ask(Band::Sheddable)),
+        Ok(Admitted::Now(_))
+    ));
+    // The next 1,000 at 120 ms: over the last second the mean is 80 ms, saturation 1.
+    p.update_metrics(id, scrape(1_000, 260.0, 12_000)).unwrap();
+    let state = a.observe(&p, &[id], Duration::from_millis(1_000));
+    assert!((state.saturation - 1.0).abs() < 1e-9, "{state:?}");
+    // Sheddable reads it at all times; Standard not while the pool is not overloaded.
+    assert!(a.admit(ask(Band::Sheddable)).await.is_err());
+    assert!(matches!(
+        a.enqueue(ask(Band::Standard)),
+        Ok(Admitted::Now(_))
+    ));
+    // `interTokenLatencyThreshold: 0s` leaves the pace out.
+    let (off, _) = admission("  flowControl:\n    saturation: {interTokenLatencyThreshold: 0s}\n");
+    for (at, seconds, count) in [
+        (0, 100.0, 10_000),
+        (500, 140.0, 11_000),
+        (1_000, 260.0, 12_000),
+    ] {
+        p.update_metrics(id, scrape(at, seconds, count)).unwrap();
+        off.observe(&p, &[id], Duration::from_millis(at));
+    }
+    assert!(matches!(
+        off.enqueue(ask(Band::Sheddable)),
+        Ok(Admitted::Now(_))
+    ));
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_stale_observation_lets_queued_requests_go() {
     let (a, _) = admission("");
     a.observe(&pool(9, Duration::ZERO), &[], Duration::ZERO);

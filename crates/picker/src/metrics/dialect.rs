@@ -5,7 +5,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use super::text::{for_each_sample, Limits, Sample};
-use crate::endpoint::{LoraInfo, ScrapedMetrics};
+use crate::endpoint::{LatencyTotals, LoraInfo, ScrapedMetrics};
 use crate::error::{ConfigError, ParseError};
 
 /// A model-server engine, which decides the metric names scraped.
@@ -48,6 +48,8 @@ struct Dialect {
     prefix_queries: &'static [&'static str],
     prefix_hits: &'static [&'static str],
     hit_rate: Option<&'static str>,
+    /// Inter-token latency histograms, by family name (`_sum` and `_count` are read).
+    itl: &'static [&'static str],
 }
 
 const VLLM: Dialect = Dialect {
@@ -66,6 +68,10 @@ const VLLM: Dialect = Dialect {
         "vllm:gpu_prefix_cache_hits_total",
     ],
     hit_rate: None,
+    itl: &[
+        "vllm:inter_token_latency_seconds",
+        "vllm:time_per_output_token_seconds",
+    ],
 };
 
 const SGLANG: Dialect = Dialect {
@@ -78,6 +84,7 @@ const SGLANG: Dialect = Dialect {
     prefix_queries: &[],
     prefix_hits: &["sglang:cached_tokens_total"],
     hit_rate: Some("sglang:cache_hit_rate"),
+    itl: &["sglang:inter_token_latency_seconds"],
 };
 
 const TGI: Dialect = Dialect {
@@ -90,6 +97,7 @@ const TGI: Dialect = Dialect {
     prefix_queries: &[],
     prefix_hits: &[],
     hit_rate: None,
+    itl: &[],
 };
 
 const TRTLLM: Dialect = Dialect {
@@ -105,6 +113,7 @@ const TRTLLM: Dialect = Dialect {
     prefix_queries: &[],
     prefix_hits: &[],
     hit_rate: None,
+    itl: &[],
 };
 
 impl Engine {
@@ -184,6 +193,8 @@ pub fn read_metrics_with(
     let mut hits = [Acc::default(); 2];
     let (mut hit_rate, mut block_size, mut blocks) =
         (Acc::default(), Acc::default(), Acc::default());
+    // Per ITL family, its `_sum` and its `_count`.
+    let mut itl = [[Acc::default(); 2]; 2];
     let mut lora: Option<(f64, LoraInfo)> = None;
     let (mut lora_present, mut config_present) = (false, false);
     let mut config: (Option<u32>, Option<u64>) = (None, None);
@@ -204,6 +215,10 @@ pub fn read_metrics_with(
             }
         } else if let Some(i) = position(d.prefix_hits) {
             if let Some(a) = hits.get_mut(i) {
+                a.add(s.value);
+            }
+        } else if let Some((family, part)) = histogram_part(d.itl, name) {
+            if let Some(a) = itl.get_mut(family).and_then(|f| f.get_mut(part)) {
                 a.add(s.value);
             }
         } else if Some(name) == d.hit_rate {
@@ -243,6 +258,12 @@ pub fn read_metrics_with(
         prefix_cache_hit_rate: hit_rate.mean_fraction(),
         // Not a metric: the scraper reads it from `/v1/models`.
         max_model_len: None,
+        inter_token_latency: itl.iter().find_map(|[sum, count]| {
+            Some(LatencyTotals {
+                seconds: sum.seen.then_some(sum.sum)?,
+                count: count.count()?,
+            })
+        }),
     };
     let mut missing = Vec::new();
     if !waiting.family_present {
@@ -261,6 +282,18 @@ pub fn read_metrics_with(
         missing.push(c);
     }
     Ok(Scrape { metrics, missing })
+}
+
+/// Which of `families` the series `name` is the `_sum` (0) or `_count` (1) of.
+fn histogram_part(families: &[&str], name: &str) -> Option<(usize, usize)> {
+    families.iter().enumerate().find_map(|(i, family)| {
+        let suffix = name.strip_prefix(family)?;
+        match suffix {
+            "_sum" => Some((i, 0)),
+            "_count" => Some((i, 1)),
+            _ => None,
+        }
+    })
 }
 
 /// `vllm:lora_requests_info`: each label combination is its own series whose value is the Unix

@@ -123,6 +123,8 @@ pub struct ResolvedSaturation {
     pub metrics_staleness_threshold: Setting<Duration>,
     /// Running requests at saturation for the bands below Critical; `None`: not counted.
     pub running_requests_threshold: Option<u32>,
+    /// Recent mean inter-token latency at saturation; zero: not counted.
+    pub inter_token_latency_threshold: Setting<Duration>,
 }
 
 impl Default for ResolvedFlowControl {
@@ -182,6 +184,10 @@ impl ResolvedFlowControl {
                     defaults::METRICS_STALENESS,
                 ),
                 running_requests_threshold: s.running_requests_threshold,
+                inter_token_latency_threshold: Setting::or(
+                    s.inter_token_latency_threshold.map(|t| t.get()),
+                    defaults::SATURATION_INTER_TOKEN_LATENCY,
+                ),
             },
             overload: ResolvedOverload {
                 enabled: Setting::or(o.enabled, defaults::OVERLOAD_ENABLED),

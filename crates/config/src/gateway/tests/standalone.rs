@@ -30,7 +30,7 @@ fn the_standalone_extensions_load_from_yaml() {
     bands:
       - {name: Critical, maxQueueRequests: 50, queueTtl: 1m}
       - {name: Sheddable, saturationCeiling: 0.5}
-    saturation: {queueDepthThreshold: 8, kvCacheThreshold: 0.9, metricsStalenessThreshold: 500ms, runningRequestsThreshold: 120}
+    saturation: {queueDepthThreshold: 8, kvCacheThreshold: 0.9, metricsStalenessThreshold: 500ms, runningRequestsThreshold: 120, interTokenLatencyThreshold: 60ms}
   rateLimits:
     store: redis://127.0.0.1:6379/0
     onStoreError: failClosed
@@ -75,6 +75,16 @@ fn the_standalone_extensions_load_from_yaml() {
     assert_eq!(fc.bands[0].saturation_ceiling, Setting::default_value(2.0));
     assert_eq!(fc.bands[1].saturation_ceiling, Setting::default_value(1.0));
     assert_eq!(fc.saturation.running_requests_threshold, Some(120));
+    assert_eq!(
+        fc.saturation.inter_token_latency_threshold,
+        Setting::set(std::time::Duration::from_millis(60))
+    );
+    assert_eq!(
+        ResolvedFlowControl::default()
+            .saturation
+            .inter_token_latency_threshold,
+        Setting::default_value(std::time::Duration::from_millis(80))
+    );
     let rl = gw.rate_limits.as_ref().unwrap();
     assert_eq!(
         rl.store.value,
