@@ -24,11 +24,18 @@ pub(crate) fn export(shared: &Shared) {
     let routes = shared.routes.load();
     for pool in routes.scraped_pools() {
         let (snap, view) = pool.view(now);
+        let paces: Vec<Option<f64>> = snap
+            .pool
+            .specs()
+            .iter()
+            .map(|s| pool.admission().decode_pace(s.id))
+            .collect();
         write_pool(
             gauges,
             &pool.name,
             snap.pool.specs(),
             &view,
+            &paces,
             pool_reasons(pool),
         );
     }
@@ -51,11 +58,12 @@ fn write_pool(
     pool: &str,
     specs: &[EndpointSpec],
     view: &PoolView,
+    paces: &[Option<f64>],
     reasons: Vec<Exclusion>,
 ) {
     let mut fresh = FreshSignals::default();
-    for (spec, e) in specs.iter().zip(&view.endpoints) {
-        write_endpoint(g, pool, spec, e, &reasons);
+    for (i, (spec, e)) in specs.iter().zip(&view.endpoints).enumerate() {
+        write_endpoint(g, pool, spec, e, paces.get(i).copied().flatten(), &reasons);
         if e.fresh {
             fresh.add(e);
         }
@@ -132,6 +140,7 @@ fn write_endpoint(
     pool: &str,
     spec: &EndpointSpec,
     e: &EndpointView,
+    decode_pace: Option<f64>,
     reasons: &[Exclusion],
 ) {
     let labels = EndpointViewLabels {
@@ -156,6 +165,7 @@ fn write_endpoint(
         Some(e.predicted_ttft.as_secs_f64()),
     );
     set(&g.endpoint_prefill_rate, Some(e.prefill_tokens_per_s));
+    set(&g.endpoint_decode_pace, decode_pace);
     let int = |x: u64| i64::try_from(x).unwrap_or(i64::MAX);
     g.endpoint_in_flight
         .get_or_create(&labels)

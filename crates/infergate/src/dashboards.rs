@@ -288,6 +288,15 @@ const ENDPOINTS: Dashboard = Dashboard {
                 }],
             },
             Panel {
+                title: "Decode pace",
+                description: "Each endpoint's mean time between tokens over its last second, from its server's histogram: flow control reads it against saturation.interTokenLatencyThreshold (80 ms by default) and holds new work while the pool is over it.",
+                unit: "s",
+                queries: &[Query {
+                    expr: r#"max by (pool, pod) (infergate_endpoint_inter_token_latency_seconds{pool=~"$pool"})"#,
+                    legend: "{{pool}} {{pod}}",
+                }],
+            },
+            Panel {
                 title: "Prefill waiting for a first token",
                 description: "Uncached prompt tokens this gateway sent that await their first token.",
                 unit: "short",

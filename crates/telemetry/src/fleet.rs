@@ -118,6 +118,8 @@ pub struct FleetGauges {
     pub endpoint_predicted_ttft: Family<EndpointViewLabels, FloatGauge>,
     /// The prefill rate the latency model learned.
     pub endpoint_prefill_rate: Family<EndpointViewLabels, FloatGauge>,
+    /// The mean inter-token latency over the endpoint's recent scrapes, as flow control reads it.
+    pub endpoint_decode_pace: Family<EndpointViewLabels, FloatGauge>,
     /// 1 for each reason a filter would remove the endpoint now, 0 for the profile's other
     /// reasons.
     pub endpoint_excluded: Family<ExclusionLabels, Gauge>,
@@ -203,6 +205,11 @@ impl FleetGauges {
             "endpoint_prefill_tokens_per_second",
             "The prefill rate the latency model learned for the endpoint",
             g.endpoint_prefill_rate.clone(),
+        );
+        ours.register(
+            "endpoint_inter_token_latency_seconds",
+            "The endpoint's mean inter-token latency over its last second of scrapes (its server's histogram), as flow control reads it",
+            g.endpoint_decode_pace.clone(),
         );
         ours.register(
             "endpoint_excluded",
@@ -306,6 +313,7 @@ impl FleetGauges {
             &g.endpoint_scrape_age,
             &g.endpoint_predicted_ttft,
             &g.endpoint_prefill_rate,
+            &g.endpoint_decode_pace,
         ] {
             f.clear();
         }

@@ -261,6 +261,16 @@ impl Admission {
         state
     }
 
+    /// Endpoint `id`'s decode pace as flow control last read it: its mean inter-token latency in
+    /// seconds over its recent scrapes (`None` before two scrapes with tokens between them).
+    pub fn decode_pace(&self, id: EndpointId) -> Option<f64> {
+        self.at_scrape
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&id)
+            .and_then(|m| m.pace.mean_seconds())
+    }
+
     /// What is queued in `band`.
     pub fn queued(&self, band: Band) -> QueueLength {
         self.lock().flow.queued(band)
