@@ -28,7 +28,10 @@
 //!   even after displacing every lower-band request, or when its TTL runs out;
 //! - with the overload rule ([`crate::Overload`]), no request below Critical is still queued
 //!   after the first `poll` at which its band has been backlogged (never empty) for the
-//!   interval and it has waited the overload wait; it is refused with 429, `rejected-overloaded`.
+//!   interval and it has waited the overload wait; it is refused with 429, `rejected-overloaded`;
+//! - the pool counts as overloaded (for reading KV-cache use and the decode pace for Standard)
+//!   while a band below Critical has been backlogged for the interval, or while every Sheddable
+//!   request has been refused for saturation for the interval, the latest within it.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -110,6 +113,10 @@ pub struct FlowController {
     drain: DrainRate,
     /// Decisions made outside `poll` (requests displaced by `enqueue`), handed out by the next.
     outbox: Vec<Decision>,
+    /// Since when every Sheddable request has been refused for saturation, and the latest such
+    /// refusal; `None` once a Sheddable request is let in. Sheddable is refused rather than
+    /// queued, so its queue never shows the pressure a backlog would.
+    sheddable_refused: Option<(Duration, Duration)>,
 }
 
 impl FlowController {
@@ -124,6 +131,7 @@ impl FlowController {
             credit: 0,
             drain: DrainRate::default(),
             outbox: Vec::new(),
+            sheddable_refused: None,
         }
     }
 
@@ -142,9 +150,11 @@ impl FlowController {
         let nothing_ahead = self.bands[..=b].iter().all(|q| q.len.requests == 0);
         if !self.config.enabled || (nothing_ahead && self.below_ceiling(req.band, now)) {
             self.credit += 1;
+            self.let_in(req.band);
             return Ok(Admission::DispatchNow);
         }
         if req.band == Band::Sheddable && !self.below_ceiling(req.band, now) {
+            self.note_sheddable_refused(now);
             return Ok(Admission::Rejected(self.refusal(
                 DropReason::Saturated,
                 req.band,
@@ -270,6 +280,7 @@ impl FlowController {
                 };
                 if let Some(e) = self.unlink(id, false) {
                     self.credit += 1;
+                    self.let_in(band);
                     out.push(Decision {
                         id,
                         band,
@@ -285,6 +296,7 @@ impl FlowController {
         }
         let shed = band_index(Band::Sheddable);
         if self.bands[shed].len.requests > 0 && !self.below_ceiling(Band::Sheddable, now) {
+            self.note_sheddable_refused(now);
             while let Some(&(_, id)) = self.bands[shed].by_deadline.first() {
                 self.reject(id, DropReason::Saturated, now, &mut out);
             }
@@ -298,17 +310,41 @@ impl FlowController {
         out
     }
 
-    /// Whether a band below Critical has been backlogged (never empty) for the overload
-    /// interval at `now`.
+    /// Whether the pool is overloaded at `now`: a band below Critical has been backlogged (never
+    /// empty) for the overload interval, or every Sheddable request has been refused for
+    /// saturation for the interval and one was refused within it.
     fn overloaded(&self, now: Duration) -> bool {
         let Some(rule) = self.config.overload else {
             return false;
         };
-        [Band::Standard, Band::Sheddable].into_iter().any(|b| {
+        let backlogged = [Band::Standard, Band::Sheddable].into_iter().any(|b| {
             self.bands[band_index(b)]
                 .backlogged_since
                 .is_some_and(|since| since + rule.interval <= now)
-        })
+        });
+        let shedding = self.sheddable_refused.is_some_and(|(since, last)| {
+            since + rule.interval <= now && now < last + rule.interval
+        });
+        backlogged || shedding
+    }
+
+    /// A Sheddable request was refused for saturation at `now`.
+    fn note_sheddable_refused(&mut self, now: Duration) {
+        let since = match self.sheddable_refused {
+            // A pause longer than the interval since the last refusal starts the count again.
+            Some((since, last)) if self.config.overload.is_none_or(|r| now < last + r.interval) => {
+                since
+            }
+            _ => now,
+        };
+        self.sheddable_refused = Some((since, now));
+    }
+
+    /// A request of `band` was let in.
+    fn let_in(&mut self, band: Band) {
+        if band == Band::Sheddable {
+            self.sheddable_refused = None;
+        }
     }
 
     /// The oldest request of `band` if the band is overloaded at `now` and that request has

@@ -554,3 +554,52 @@ fn kv_use_holds_standard_only_while_the_pool_is_overloaded() {
         Ok(Admission::DispatchNow)
     );
 }
+
+#[test]
+fn sheddable_refused_for_the_interval_counts_as_overload_for_standard() {
+    let mut cfg = roomy();
+    cfg.overload = Some(infergate_flow::Overload {
+        interval: ms(2_000),
+        max_wait: ms(1_000),
+        kv_only_in_overload: true,
+    });
+    let mut f = FlowController::new(cfg);
+    // Queues short (0.2), KV at 1.5 × its threshold: Sheddable is refused on every signal,
+    // Standard outside overload reads the queues alone and goes.
+    let packed = pool_with(0.2, 1.5);
+    let shed = |f: &mut FlowController, id, at| {
+        matches!(
+            f.enqueue(req(id, Sheddable, "t", 1), ms(at)),
+            Ok(Admission::Rejected(Rejection {
+                reason: DropReason::Saturated,
+                ..
+            }))
+        )
+    };
+    f.observe(packed, ms(0));
+    assert!(shed(&mut f, 1, 0));
+    assert_eq!(
+        f.enqueue(req(2, Standard, "t", 1), ms(100)),
+        Ok(Admission::DispatchNow)
+    );
+    // Every Sheddable request refused for 2 s: the pool is overloaded, so KV holds Standard,
+    // though Standard's own queue never backed up.
+    for (id, at) in [(3, 1_000), (4, 2_000)] {
+        f.observe(packed, ms(at));
+        assert!(shed(&mut f, id, at));
+    }
+    assert!(is_queued(
+        f.enqueue(req(5, Standard, "t", 1), ms(2_000)).unwrap()
+    ));
+    f.observe(packed, ms(2_500));
+    assert!(f.poll(ms(2_500)).is_empty());
+    assert_eq!(f.queued(Standard).requests, 1);
+    // Its client goes away. With no Sheddable refusal for the interval the overload is over,
+    // and the same well-packed pool takes Standard on its queues alone again.
+    assert!(f.cancel(5));
+    f.observe(packed, ms(4_000));
+    assert_eq!(
+        f.enqueue(req(6, Standard, "t", 1), ms(4_000)),
+        Ok(Admission::DispatchNow)
+    );
+}
