@@ -148,9 +148,15 @@ impl LiveRunner {
             )?;
         }
 
-        // As in the virtual runner: flow control only for scenarios with priority bands, and
-        // only infergate has it (the peers forward everything at once).
-        let flow_control = scenario.bands.is_some() && matches!(router, Router::Infergate { .. });
+        // As in the virtual runner: `infergate` runs behind its own flow control, as it ships;
+        // another policy through `serve` only in a scenario with priority bands, where every
+        // policy is measured behind the same admission; the peers forward everything at once.
+        let flow_control = match &router {
+            Router::Infergate { policy } => {
+                scenario.bands.is_some() || policy == infergate_bench::runner::INFERGATE
+            }
+            _ => false,
+        };
         let launch = Launch {
             dir,
             infergate: &self.options.infergate,
