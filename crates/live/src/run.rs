@@ -148,15 +148,7 @@ impl LiveRunner {
             )?;
         }
 
-        // As in the virtual runner: `infergate` runs behind its own flow control, as it ships;
-        // another policy through `serve` only in a scenario with priority bands, where every
-        // policy is measured behind the same admission; the peers forward everything at once.
-        let flow_control = match &router {
-            Router::Infergate { policy } => {
-                scenario.bands.is_some() || policy == infergate_bench::runner::INFERGATE
-            }
-            _ => false,
-        };
+        let flow_control = with_flow_control(scenario, router);
         let launch = Launch {
             dir,
             infergate: &self.options.infergate,
@@ -248,6 +240,19 @@ impl LiveRunner {
 }
 
 /// Every process a run needs running: the fleet's and the router's.
+/// Whether `router` runs behind infergate's flow control in `scenario`, as in the virtual runner:
+/// `infergate` always, as it ships; another policy through `serve` only in a scenario with
+/// priority bands, where every policy is measured behind the same admission; the peers never
+/// (they forward everything at once).
+fn with_flow_control(scenario: &Scenario, router: &Router) -> bool {
+    match router {
+        Router::Infergate { policy } => {
+            scenario.bands.is_some() || policy == infergate_bench::runner::INFERGATE
+        }
+        _ => false,
+    }
+}
+
 fn running<'a>(sim: &'a mut Process, front: &'a mut [Process]) -> Vec<&'a mut Process> {
     std::iter::once(sim).chain(front.iter_mut()).collect()
 }
@@ -279,6 +284,24 @@ fn fleet_counters(replicas: &[SocketAddr]) -> Counters {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn infergate_runs_behind_its_flow_control_as_in_the_virtual_runner() {
+        let find = |id: &str| {
+            infergate_bench::scenario::all()
+                .into_iter()
+                .find(|s| s.id == id)
+                .unwrap()
+        };
+        let (plain, banded) = (find("mixed-gpu-32b"), find("priority-overload-8b"));
+        let serve = |policy: &str| Router::Infergate {
+            policy: policy.into(),
+        };
+        assert!(with_flow_control(&plain, &serve("infergate")));
+        assert!(!with_flow_control(&plain, &serve("gie-default")));
+        assert!(with_flow_control(&banded, &serve("gie-default")));
+        assert!(!with_flow_control(&banded, &Router::EnvoyRoundRobin));
+    }
 
     #[test]
     fn pod_ips_count_up_from_127_0_2_1_across_octets() {
