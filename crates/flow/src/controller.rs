@@ -30,8 +30,9 @@
 //!   after the first `poll` at which its band has been backlogged (never empty) for the
 //!   interval and it has waited the overload wait; it is refused with 429, `rejected-overloaded`;
 //! - the pool counts as overloaded (for reading KV-cache use and the decode pace for Standard)
-//!   while a band below Critical has been backlogged for the interval, or while every Sheddable
-//!   request has been refused for saturation for the interval, the latest within it.
+//!   while a band below Critical has been backlogged for the interval, while every Sheddable
+//!   request has been refused for saturation for the interval (the latest within it), and for
+//!   the interval after the overload rule refuses a request.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -117,6 +118,10 @@ pub struct FlowController {
     /// refusal; `None` once a Sheddable request is let in. Sheddable is refused rather than
     /// queued, so its queue never shows the pressure a backlog would.
     sheddable_refused: Option<(Duration, Duration)>,
+    /// When the overload rule last refused a request. The refusal can empty the queue that made
+    /// the pool read as overloaded while the servers are as full as they were, so the overload
+    /// lasts an interval past it.
+    last_overload_refusal: Option<Duration>,
 }
 
 impl FlowController {
@@ -132,6 +137,7 @@ impl FlowController {
             drain: DrainRate::default(),
             outbox: Vec::new(),
             sheddable_refused: None,
+            last_overload_refusal: None,
         }
     }
 
@@ -305,14 +311,16 @@ impl FlowController {
         for band in [Band::Standard, Band::Sheddable] {
             while let Some(id) = self.overdue_in_overload(band, now) {
                 self.reject(id, DropReason::Overloaded, now, &mut out);
+                self.last_overload_refusal = Some(now);
             }
         }
         out
     }
 
     /// Whether the pool is overloaded at `now`: a band below Critical has been backlogged (never
-    /// empty) for the overload interval, or every Sheddable request has been refused for
-    /// saturation for the interval and one was refused within it.
+    /// empty) for the overload interval, every Sheddable request has been refused for
+    /// saturation for the interval and one was refused within it, or the overload rule refused a
+    /// request within the interval.
     fn overloaded(&self, now: Duration) -> bool {
         let Some(rule) = self.config.overload else {
             return false;
@@ -325,7 +333,10 @@ impl FlowController {
         let shedding = self.sheddable_refused.is_some_and(|(since, last)| {
             since + rule.interval <= now && now < last + rule.interval
         });
-        backlogged || shedding
+        let refused_lately = self
+            .last_overload_refusal
+            .is_some_and(|at| now < at + rule.interval);
+        backlogged || shedding || refused_lately
     }
 
     /// A Sheddable request was refused for saturation at `now`.

@@ -542,15 +542,23 @@ fn kv_use_holds_standard_only_while_the_pool_is_overloaded() {
     let d = f.poll(ms(2_100));
     assert_eq!(rejected(&d), vec![(2, DropReason::Overloaded)]);
     assert_eq!(f.queued(Standard).requests, 1);
-    // Request 3 is refused at 2.8 s; the queue is empty, the overload over, and the same
-    // well-packed pool takes a new request at once.
+    // Request 3 is refused at 2.8 s and the queue is empty, but the servers are as full as
+    // they were: for the interval after a refusal the pool still reads as overloaded, so KV
+    // holds request 4.
     f.observe(packed, ms(2_800));
     assert_eq!(
         rejected(&f.poll(ms(2_800))),
         vec![(3, DropReason::Overloaded)]
     );
+    assert!(is_queued(
+        f.enqueue(req(4, Standard, "t", 1), ms(2_800)).unwrap()
+    ));
+    assert!(f.cancel(4));
+    // The interval passes with no refusal and nothing queued: the overload is over, and the
+    // same well-packed pool takes a new request at once.
+    f.observe(packed, ms(4_800));
     assert_eq!(
-        f.enqueue(req(4, Standard, "t", 1), ms(2_800)),
+        f.enqueue(req(5, Standard, "t", 1), ms(4_800)),
         Ok(Admission::DispatchNow)
     );
 }
