@@ -139,9 +139,9 @@ impl Detector {
     }
 
     /// The same detector, also counting each endpoint's recent mean inter-token latency against
-    /// `threshold` wherever KV-cache use is counted (`None` or zero: not counted).
-    pub fn with_inter_token_latency_threshold(mut self, threshold: Option<Duration>) -> Self {
-        self.inter_token_latency = threshold.filter(|t| !t.is_zero()).map(|t| t.as_secs_f64());
+    /// `threshold` wherever KV-cache use is counted (zero: not counted, as the config's `0s`).
+    pub fn with_inter_token_latency_threshold(mut self, threshold: Duration) -> Self {
+        self.inter_token_latency = (!threshold.is_zero()).then_some(threshold.as_secs_f64());
         self
     }
 
@@ -155,7 +155,7 @@ impl Detector {
             s.metrics_staleness_threshold.value,
         )
         .with_running_threshold(s.running_requests_threshold.map(f64::from))
-        .with_inter_token_latency_threshold(Some(s.inter_token_latency_threshold.value))
+        .with_inter_token_latency_threshold(s.inter_token_latency_threshold.value)
         .with_ceilings(f.bands.map(|b| b.saturation_ceiling.value))
     }
 
@@ -505,10 +505,7 @@ mod tests {
         assert_eq!(on.lower_score(&batch), Some(1.5));
         let off = Detector::from_resolved(&resolved(None));
         assert_eq!(off.lower_score(&batch), Some(0.5));
-        assert_eq!(
-            off,
-            detector().with_inter_token_latency_threshold(Some(80 * MS))
-        );
+        assert_eq!(off, detector().with_inter_token_latency_threshold(80 * MS));
         let mut tighter = resolved(None);
         tighter.bands[2].saturation_ceiling = Setting::set(0.5);
         assert_ne!(Detector::from_resolved(&tighter), detector());
@@ -516,7 +513,7 @@ mod tests {
 
     #[test]
     fn a_slow_decode_saturates_where_kv_use_would() {
-        let d = detector().with_inter_token_latency_threshold(Some(80 * MS));
+        let d = detector().with_inter_token_latency_threshold(80 * MS);
         let slow = EndpointLoad {
             inter_token_latency: Some(0.12),
             ..load(1.0, 0.4)
@@ -533,7 +530,7 @@ mod tests {
         // No pace reported (an idle server), or a detector that does not count it: unchanged.
         assert!(close(d.score(&load(1.0, 0.4)), 0.5));
         assert!(close(detector().score(&slow), 0.5));
-        let off = detector().with_inter_token_latency_threshold(Some(Duration::ZERO));
+        let off = detector().with_inter_token_latency_threshold(Duration::ZERO);
         assert_eq!(off, detector());
     }
 
