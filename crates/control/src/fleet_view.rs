@@ -24,12 +24,9 @@ pub(crate) fn export(shared: &Shared) {
     let routes = shared.routes.load();
     for pool in routes.scraped_pools() {
         let (snap, view) = pool.view(now);
-        let paces: Vec<Option<f64>> = snap
-            .pool
-            .specs()
-            .iter()
-            .map(|s| pool.admission().decode_pace(s.id))
-            .collect();
+        let paces = pool
+            .admission()
+            .decode_paces(snap.pool.specs().iter().map(|s| s.id));
         write_pool(
             gauges,
             &pool.name,

@@ -261,14 +261,17 @@ impl Admission {
         state
     }
 
-    /// Endpoint `id`'s decode pace as flow control last read it: its mean inter-token latency in
-    /// seconds over its recent scrapes (`None` before two scrapes with tokens between them).
-    pub fn decode_pace(&self, id: EndpointId) -> Option<f64> {
-        self.at_scrape
+    /// Each of `ids`' decode pace as flow control last read it, in order: its mean inter-token
+    /// latency in seconds over its recent scrapes (`None` before two scrapes with tokens
+    /// between them). One lock for them all.
+    pub fn decode_paces(&self, ids: impl IntoIterator<Item = EndpointId>) -> Vec<Option<f64>> {
+        let marks = self
+            .at_scrape
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&id)
-            .and_then(|m| m.pace.mean_seconds())
+            .unwrap_or_else(PoisonError::into_inner);
+        ids.into_iter()
+            .map(|id| marks.get(&id).and_then(|m| m.pace.mean_seconds()))
+            .collect()
     }
 
     /// What is queued in `band`.

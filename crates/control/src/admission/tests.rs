@@ -176,8 +176,12 @@ async fn a_slow_decode_over_its_recent_scrapes_holds_sheddable() {
     p.update_metrics(id, scrape(1_000, 260.0, 12_000)).unwrap();
     let state = a.observe(&p, &[id], Duration::from_millis(1_000));
     assert!((state.saturation - 1.0).abs() < 1e-9, "{state:?}");
-    assert!(a.decode_pace(id).is_some_and(|s| (s - 0.08).abs() < 1e-9));
-    assert_eq!(a.decode_pace(EndpointId(2)), None);
+    let paces = a.decode_paces([id, EndpointId(2)]);
+    assert!(
+        paces[0].is_some_and(|s| (s - 0.08).abs() < 1e-9),
+        "{paces:?}"
+    );
+    assert_eq!(paces[1], None);
     // Sheddable reads it at all times; Standard not while the pool is not overloaded.
     assert!(a.admit(ask(Band::Sheddable)).await.is_err());
     assert!(matches!(
