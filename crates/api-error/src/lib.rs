@@ -139,6 +139,60 @@ impl ApiError {
         )
     }
 
+    /// 408: the body did not arrive whole within `spec.listen.connections.bodyTimeout`.
+    pub fn body_timeout(after: std::time::Duration) -> Self {
+        Self::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "invalid_request_error",
+            "body_timeout",
+            format!(
+                "the request body did not arrive within {after:?} \
+                 (listen.connections.bodyTimeout)"
+            ),
+        )
+    }
+
+    /// 503: buffering this body would pass `spec.bbr.maxBufferedBodyBytes`, the request bytes
+    /// the gateway holds at once over every request.
+    pub fn body_budget(limit: u64) -> Self {
+        let mut e = Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "service_unavailable",
+            "body_budget_exhausted",
+            format!(
+                "the gateway is holding {limit} bytes of request bodies \
+                 (bbr.maxBufferedBodyBytes); retry shortly"
+            ),
+        );
+        e.retry_after_secs = Some(1);
+        e
+    }
+
+    /// 400: an HTTP/1.1 request without exactly one `Host` header (RFC 9112, section 3.2).
+    pub fn bad_host(found: usize) -> Self {
+        let why = if found == 0 {
+            "has no Host header".to_owned()
+        } else {
+            format!("has {found} Host headers")
+        };
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "bad_host",
+            format!("an HTTP/1.1 request needs exactly one Host header; this one {why}"),
+        )
+    }
+
+    /// 417: an `Expect` other than `100-continue` (RFC 9110, section 10.1.1).
+    pub fn expectation_failed() -> Self {
+        Self::new(
+            StatusCode::EXPECTATION_FAILED,
+            "invalid_request_error",
+            "expectation_failed",
+            "the only expectation the gateway meets is `Expect: 100-continue`".into(),
+        )
+    }
+
     /// 400: the body could not be read from the client.
     pub fn body_read(reason: impl std::fmt::Display) -> Self {
         Self::new(

@@ -56,14 +56,16 @@ impl Alg {
     }
 }
 
-/// The protected header's members that matter here. Unknown members (`typ`, `cty`, `x5t`, …)
-/// are ignored; a key offered in the header (`jwk`, `jku`, `x5u`, `x5c`) is never used — keys
+/// The protected header's members that matter here. Unknown members (`cty`, `x5t`, …) are
+/// ignored; a key offered in the header (`jwk`, `jku`, `x5u`, `x5c`) is never used — keys
 /// come only from the configured set.
 #[derive(Debug, Deserialize)]
 struct RawHeader {
     alg: String,
     #[serde(default)]
     kid: Option<String>,
+    #[serde(default)]
+    typ: Option<String>,
     #[serde(default)]
     crit: Option<serde_json::Value>,
 }
@@ -109,6 +111,13 @@ pub fn parse(token: &str) -> Result<Jws<'_>, Refusal> {
     if header.crit.is_some() {
         return Err(Refusal::Critical);
     }
+    if header
+        .typ
+        .as_deref()
+        .is_some_and(|t| !is_access_token_type(t))
+    {
+        return Err(Refusal::WrongType);
+    }
     let payload = decode(p, "payload is not base64url")?;
     let signature = decode(s, "signature is not base64url")?;
     if signature.is_empty() {
@@ -121,6 +130,20 @@ pub fn parse(token: &str) -> Result<Jws<'_>, Refusal> {
         payload,
         signature,
     })
+}
+
+/// Whether a `typ` header names a token meant as a bearer token: `JWT` (RFC 7519, section
+/// 5.1) or an OAuth access token `at+jwt` (RFC 9068), each with or without `application/`, in
+/// any case (media types are case-insensitive). Any other type — a DPoP proof
+/// (`dpop+jwt`), a logout token, an ID token an issuer types as its own — was signed by the
+/// same keys for another purpose and must not open the gateway.
+fn is_access_token_type(typ: &str) -> bool {
+    const MEDIA: &str = "application/";
+    let t = match typ.get(..MEDIA.len()) {
+        Some(prefix) if prefix.eq_ignore_ascii_case(MEDIA) => &typ[MEDIA.len()..],
+        _ => typ,
+    };
+    t.eq_ignore_ascii_case("jwt") || t.eq_ignore_ascii_case("at+jwt")
 }
 
 /// Strict base64url: URL alphabet, no padding, no stray trailing bits.
@@ -224,6 +247,25 @@ mod tests {
     fn critical_extensions_are_refused() {
         let t = token(r#"{"alg":"ES256","crit":["b64"],"b64":false}"#);
         assert_eq!(parse(&t).unwrap_err(), Refusal::Critical);
+    }
+    #[test]
+    fn a_typ_other_than_an_access_token_is_refused() {
+        for ok in [
+            "JWT",
+            "jwt",
+            "at+jwt",
+            "application/at+JWT",
+            "APPLICATION/jwt",
+        ] {
+            let t = token(&format!(r#"{{"alg":"ES256","typ":"{ok}"}}"#));
+            assert!(parse(&t).is_ok(), "{ok}");
+        }
+        for bad in ["dpop+jwt", "logout+jwt", "JWE", "", "application/", "jwt "] {
+            let t = token(&format!(r#"{{"alg":"ES256","typ":"{bad}"}}"#));
+            assert_eq!(parse(&t).unwrap_err(), Refusal::WrongType, "{bad}");
+        }
+        let untyped = token(r#"{"alg":"ES256"}"#);
+        assert!(parse(&untyped).is_ok());
     }
 
     #[test]

@@ -33,6 +33,10 @@ pub enum Refusal {
     /// A `crit` header: an extension this verifier does not implement must not be ignored.
     #[error("the token names critical header extensions, which are not supported")]
     Critical,
+    /// A `typ` header that names another kind of token than a bearer access token (`JWT`,
+    /// `at+jwt`): a DPoP proof or a logout token signed by the same keys.
+    #[error("the token's typ is not JWT or at+jwt")]
+    WrongType,
     /// The token's `kid` is in no key of the set (the caller may refresh the set and retry).
     #[error("no signing key has the token's kid")]
     UnknownKid,

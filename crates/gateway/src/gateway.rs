@@ -87,6 +87,8 @@ pub struct Front {
     pub plane: PlaneHandle,
     /// Upstream clients.
     pub clients: Clients,
+    /// The request body bytes buffered at once, over every request.
+    pub bodies: Arc<crate::body::BodyBudget>,
 }
 
 /// A bound gateway, ready to [`Gateway::run`].
@@ -163,8 +165,10 @@ impl Gateway {
     /// Serves until `shutdown` completes, then drains: no new connections, requests in flight
     /// finish up to the drain deadline. Scrapers and the admin listener stop last.
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
+        let plane = self.plane.handle();
         let front = Arc::new(Front {
-            plane: self.plane.handle(),
+            bodies: crate::body::BodyBudget::new(Arc::clone(plane.metrics())),
+            plane,
             clients: Clients::new(),
         });
         crate::server::serve(

@@ -8,7 +8,8 @@
 //! | concern | file |
 //! |---|---|
 //! | HTTP/1.1 and h2 (h2c in the clear) on one port; TLS; graceful drain | [`server`] |
-//! | the body read once, bounded (413); errors and answers as responses | [`body`] |
+//! | connections bounded in number and in time | [`connections`] |
+//! | the body read once, bounded (413, 503 over the budget, 408); errors and answers | [`body`] |
 //! | `/v1` routes, and the pipeline's steps called in order | [`service`] |
 //! | forward, retry before the first byte, stream the answer through | [`proxy`] |
 //!
@@ -28,6 +29,7 @@
 #![forbid(unsafe_code)]
 
 pub mod body;
+pub mod connections;
 mod gateway;
 pub mod proxy;
 pub mod server;

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::header::{HeaderValue, CONTENT_TYPE, EXPECT, HOST};
 use hyper::http::request::Parts;
-use hyper::{Method, Request, Response};
+use hyper::{Method, Request, Response, Version};
 use tokio::time::Instant;
 
 use infergate_control::admission::Admitted;
@@ -26,6 +26,9 @@ use crate::Front;
 /// Routes a request to its handler. With `spec.auth`, every `/v1` route needs a valid token
 /// (inference requests are checked on their own way through, where they are counted).
 pub async fn handle(front: Arc<Front>, req: Request<Incoming>) -> Response<ResponseBody> {
+    if let Err(e) = strict_http(&req) {
+        return error_response(e);
+    }
     let path = req.uri().path();
     let inference_route = matches!(
         path,
@@ -43,6 +46,26 @@ pub async fn handle(front: Arc<Front>, req: Request<Incoming>) -> Response<Respo
         return open_route(&front, &parts);
     }
     error_response(ApiError::no_route(path))
+}
+
+/// What HTTP itself requires of a request before anything reads it: exactly one `Host` on
+/// HTTP/1.1 (RFC 9112, section 3.2: a proxy that picks one of two can be told a different
+/// story than the one behind it), and no expectation but `100-continue` (RFC 9110, section
+/// 10.1.1), which hyper meets by sending `100 Continue` when the body is first read — after
+/// auth, so a refused client is never invited to send its body.
+fn strict_http(req: &Request<Incoming>) -> Result<(), ApiError> {
+    if req.version() == Version::HTTP_11 {
+        let hosts = req.headers().get_all(HOST).iter().count();
+        if hosts != 1 {
+            return Err(ApiError::bad_host(hosts));
+        }
+    }
+    let mut expect = req.headers().get_all(EXPECT).iter();
+    match (expect.next(), expect.next()) {
+        (None, _) => Ok(()),
+        (Some(v), None) if v.as_bytes().eq_ignore_ascii_case(b"100-continue") => Ok(()),
+        _ => Err(ApiError::expectation_failed()),
+    }
 }
 
 /// The `/v1` routes other than a POST to an inference route.
@@ -128,8 +151,16 @@ async fn serve(
     let parts = &*parts;
 
     // The body, read whole and bounded; then parse → rewrite → route → identity → features.
-    let limit_bytes = routes.config.bbr.max_request_body_bytes.value;
-    let received = body::read_body(body, &parts.headers, limit_bytes).await?;
+    let config = &routes.config;
+    let limits = body::BodyLimits {
+        max_bytes: config.bbr.max_request_body_bytes.value,
+        budget_bytes: config.bbr.max_buffered_body_bytes.value,
+        timeout: Some(config.connections.body_timeout.value).filter(|t| !t.is_zero()),
+    };
+    // The bytes stay counted against the budget until the upstream's answer begins (the
+    // proxy keeps the body for a retry until then).
+    let (received, _held) =
+        body::read_body(body, &parts.headers, limits, &front.bodies, started).await?;
     let inbound = Inbound {
         headers: &parts.headers,
         body: Some(&received),

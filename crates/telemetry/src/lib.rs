@@ -12,6 +12,7 @@
 pub mod cap;
 pub mod capture;
 pub mod catalog;
+pub mod connections;
 pub mod fleet;
 pub mod metrics;
 pub mod upstream;

@@ -232,6 +232,8 @@ pub struct Metrics {
     pub trace_spans_dropped: Family<TraceDropLabels, Counter>,
     /// The fleet as the picker sees it, rewritten at each read.
     pub fleet: FleetGauges,
+    /// The HTTP front's client connections and buffered bodies.
+    pub connections: crate::connections::ConnectionGauges,
     /// The request families under GIE's and llm-d's names.
     pub upstream: UpstreamRequests,
     /// Bounds the model labels.
@@ -327,6 +329,7 @@ impl Metrics {
             trace_spans_exported: Counter::default(),
             trace_spans_dropped: Family::default(),
             fleet: FleetGauges::default(),
+            connections: Default::default(),
             upstream: UpstreamRequests::default(),
             models: LabelCap::default(),
             tenants: LabelCap::default(),
@@ -347,6 +350,7 @@ impl Metrics {
             catalog: &mut catalog,
         };
         m.fleet.register_ours(r);
+        m.connections.register(r);
         r.register("requests", "Requests answered", m.requests.clone());
         r.register(
             "capture_records",

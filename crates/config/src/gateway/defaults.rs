@@ -15,8 +15,42 @@ use super::traffic::{Band, Fairness, RateLimitStore, StoreFailure};
 /// gateway that routes by the body's `model` (a model no scheduler serves gets 404, or the
 /// `defaultBackend`).
 pub const BBR_ENABLED: bool = true;
-/// `spec.bbr.maxRequestBodyBytes`: default, and also the largest value accepted (256 MiB).
+/// `spec.bbr.maxRequestBodyBytes`: the largest value accepted (256 MiB, the upstream schema's
+/// limit).
 pub const MAX_REQUEST_BODY_BYTES: u64 = 268_435_456;
+/// `spec.bbr.maxRequestBodyBytes` when not written: 32 MiB. The upstream schema's 256 MiB let
+/// six concurrent bodies take a gateway to 2.5 GB. Text prompts are far smaller (a 128k-token
+/// prompt is about 0.5 MB of JSON); what needs room is base64 images and audio, which
+/// OpenAI's API caps at 20 MB a file — and TGI's own default limit is 2 MB.
+pub const DEFAULT_REQUEST_BODY_BYTES: u64 = 32 * 1024 * 1024;
+/// `spec.bbr.maxBufferedBodyBytes`: the request bytes the HTTP front holds at once, over every
+/// request (1 GiB: 32 bodies at the default limit). A body that would pass it gets 503.
+pub const MAX_BUFFERED_BODY_BYTES: u64 = 1024 * 1024 * 1024;
+
+/// `spec.listen.connections.maxConnections`. The listener also keeps under what the
+/// process's descriptor limit allows.
+pub const MAX_CONNECTIONS: u32 = 10_000;
+/// `spec.listen.connections.perSourceShare`: one address may hold half the connections, so a
+/// flood from one address leaves the other half to everyone else, while a single proxy in
+/// front of the gateway (every request from one address) still has room.
+pub const PER_SOURCE_SHARE: f64 = 0.5;
+/// `spec.listen.connections.firstByteTimeout`.
+pub const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(10);
+/// `spec.listen.connections.headerTimeout`: a request head is a few hundred bytes; a client
+/// that needs longer is trickling it (slowloris).
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// `spec.listen.connections.bodyTimeout`: the default body limit at about 4.5 Mbit/s.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(60);
+/// `spec.listen.connections.idleTimeout`: longer than the keep-alive expiry of the common
+/// clients (httpx, which the OpenAI SDK uses, drops idle connections after 5 s), so the
+/// gateway is not the side that closes a connection a client is about to reuse.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// `spec.listen.connections.sendTimeout`.
+pub const SEND_TIMEOUT: Duration = Duration::from_secs(30);
+/// `spec.listen.connections.http2KeepAliveInterval`.
+pub const HTTP2_KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(30);
+/// `spec.listen.connections.http2KeepAliveTimeout`.
+pub const HTTP2_KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(10);
 /// `spec.bbr.defaultBackend.port`.
 pub const DEFAULT_BACKEND_PORT: u16 = 8000;
 /// `spec.bbr.replicas` (deployment only).

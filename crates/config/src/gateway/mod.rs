@@ -19,6 +19,7 @@
 
 mod address;
 mod auth;
+mod connections;
 pub mod defaults;
 mod deploy;
 mod duration;
@@ -38,6 +39,7 @@ mod tests;
 
 pub use address::{EndpointAddress, Host};
 pub use auth::{Auth, ClaimValueType, Jwt, JwtProvider, LocalJwks, RemoteJwks, RequiredClaim};
+pub use connections::{ConnectionLimits, ResolvedConnections};
 pub use deploy::{
     EnvFromSource, EnvVar, NamedRef, PodDefaults, Quantity, ResourceRequirements, Toleration,
 };

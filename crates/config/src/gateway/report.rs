@@ -53,6 +53,7 @@ impl Display for ResolvedGateway {
         writeln!(f, "gateway")?;
         row(f, "listen", self.listen)?;
         row(f, "admin", self.admin_listen)?;
+        row(f, "connections", self.connections)?;
         row(f, "tls", tls(&self.tls))?;
         match &self.auth {
             None => row(f, "auth", "off")?,
@@ -168,8 +169,8 @@ impl ResolvedGateway {
             }
         };
         format!(
-            "{state}; maxRequestBodyBytes {}; {fallback}",
-            b.max_request_body_bytes
+            "{state}; maxRequestBodyBytes {}; maxBufferedBodyBytes {}; {fallback}",
+            b.max_request_body_bytes, b.max_buffered_body_bytes
         )
     }
 

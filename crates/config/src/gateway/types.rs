@@ -120,9 +120,13 @@ pub struct Bbr {
     /// `bbr` block, as upstream's schema has it; a config without the block gets
     /// [`super::defaults::BBR_ENABLED`].
     pub enabled: bool,
-    /// Largest body read (413 above), at most [`super::defaults::MAX_REQUEST_BODY_BYTES`].
+    /// Largest body read (413 above), at most [`super::defaults::MAX_REQUEST_BODY_BYTES`]
+    /// (default [`super::defaults::DEFAULT_REQUEST_BODY_BYTES`]).
     #[serde(default)]
     pub max_request_body_bytes: Option<u64>,
+    /// Request body bytes the HTTP front buffers at once, over every request.
+    #[serde(default)]
+    pub max_buffered_body_bytes: Option<u64>,
     /// Where a request naming no served model goes; otherwise 404.
     #[serde(default)]
     pub default_backend: Option<DefaultBackend>,
@@ -138,6 +142,7 @@ impl Default for Bbr {
         Bbr {
             enabled: super::defaults::BBR_ENABLED,
             max_request_body_bytes: None,
+            max_buffered_body_bytes: None,
             default_backend: None,
             replicas: None,
         }
@@ -190,7 +195,7 @@ pub struct MetricsSpec {
 }
 
 /// `spec.listen`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Listen {
     /// Inference listener, `ip:port` (default [`super::defaults::LISTEN_ADDRESS`]).
@@ -200,6 +205,9 @@ pub struct Listen {
     /// [`super::defaults::ADMIN_ADDRESS`]).
     #[serde(default)]
     pub admin_address: Option<String>,
+    /// Client connection limits and timeouts of the inference listener.
+    #[serde(default)]
+    pub connections: Option<super::connections::ConnectionLimits>,
 }
 
 /// `spec.endpoints[]`: the same `{address, labels}` shape as the simulated fleet file.

@@ -1,7 +1,7 @@
 //! Headers on the way up and down: hop-by-hop headers stay on their own hop, the client may not
 //! choose the endpoint, and the upstream learns the model and base model that routing decided.
 
-use hyper::header::{HeaderName, HeaderValue, CONNECTION, CONTENT_LENGTH, HOST};
+use hyper::header::{HeaderName, HeaderValue, CONNECTION, CONTENT_LENGTH, EXPECT, HOST};
 use hyper::HeaderMap;
 use infergate_pipeline::pick::{self, Why};
 
@@ -68,6 +68,9 @@ pub fn upstream(client: &HeaderMap, model: &str, base_model: &str) -> HeaderMap 
     strip_hop_by_hop(&mut h);
     h.remove(HOST);
     h.remove(CONTENT_LENGTH);
+    // The gateway met the expectation itself (hyper sent `100 Continue` when the body was read);
+    // the body goes up whole, so the upstream has nothing to expect.
+    h.remove(EXPECT);
     h.remove(DESTINATION_ENDPOINT);
     h.remove(infergate_control::routes::rewrites::MODEL_NAME_REWRITE);
     h.remove(MODEL_NAME);
@@ -91,6 +94,7 @@ mod tests {
     fn hop_by_hop_and_client_destination_are_dropped_and_routing_headers_set() {
         let mut c = HeaderMap::new();
         c.insert(CONNECTION, HeaderValue::from_static("keep-alive, x-custom"));
+        c.insert(EXPECT, HeaderValue::from_static("100-continue"));
         c.insert("x-custom", HeaderValue::from_static("1"));
         c.insert("keep-alive", HeaderValue::from_static("timeout=5"));
         c.insert("transfer-encoding", HeaderValue::from_static("chunked"));
@@ -111,6 +115,7 @@ mod tests {
             "keep-alive",
             "transfer-encoding",
             "host",
+            "expect",
             "x-gateway-model-name-rewrite",
         ] {
             assert!(!h.contains_key(gone), "{gone}");

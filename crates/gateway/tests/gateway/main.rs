@@ -7,6 +7,7 @@ mod auth;
 mod common;
 mod control;
 mod failures;
+mod limits;
 mod routing;
 mod streaming;
 mod tls;

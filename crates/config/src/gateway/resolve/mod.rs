@@ -102,6 +102,8 @@ pub struct ResolvedBbr {
     pub enabled: bool,
     /// Largest body read; larger gets 413.
     pub max_request_body_bytes: Setting<u64>,
+    /// Request body bytes held at once over every request; a body that would pass it gets 503.
+    pub max_buffered_body_bytes: Setting<u64>,
     /// Where a request naming no served model goes; `None`: 404.
     pub default_backend: Option<DefaultBackend>,
 }
@@ -201,6 +203,8 @@ pub struct ResolvedGateway {
     pub listen: Setting<SocketAddr>,
     /// Admin listener.
     pub admin_listen: Setting<SocketAddr>,
+    /// The inference listener's connection limits and timeouts.
+    pub connections: super::connections::ResolvedConnections,
     /// TLS.
     pub tls: TlsMode,
     /// JWT auth, when on.
@@ -305,13 +309,20 @@ pub fn resolve_with_config_maps(
         api_version: config.api_version,
         listen,
         admin_listen,
+        connections: super::connections::ResolvedConnections::new(
+            spec.listen.as_ref().and_then(|l| l.connections.as_ref()),
+        ),
         tls: TlsMode::new(spec.tls.as_ref()),
         auth: spec.auth.as_ref().map(|a| a.jwt.provider.clone()),
         bbr: ResolvedBbr {
             enabled: spec.bbr.enabled,
             max_request_body_bytes: Setting::or(
                 spec.bbr.max_request_body_bytes,
-                defaults::MAX_REQUEST_BODY_BYTES,
+                defaults::DEFAULT_REQUEST_BODY_BYTES,
+            ),
+            max_buffered_body_bytes: Setting::or(
+                spec.bbr.max_buffered_body_bytes,
+                defaults::MAX_BUFFERED_BODY_BYTES,
             ),
             default_backend,
         },

@@ -43,7 +43,7 @@ fn a_minimal_config_without_bbr_routes_by_the_body_with_the_default_limits() {
     assert_eq!(resolved.bbr.enabled, defaults::BBR_ENABLED);
     assert_eq!(
         resolved.bbr.max_request_body_bytes,
-        Setting::default_value(defaults::MAX_REQUEST_BODY_BYTES)
+        Setting::default_value(defaults::DEFAULT_REQUEST_BODY_BYTES)
     );
 }
 

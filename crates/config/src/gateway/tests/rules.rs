@@ -263,6 +263,7 @@ fn every_rule_names_the_field_it_refuses() {
                 c.spec.listen = Some(Listen {
                     address: Some("localhost:8080".into()),
                     admin_address: None,
+                    ..Default::default()
                 })
             }),
         ),
@@ -272,7 +273,68 @@ fn every_rule_names_the_field_it_refuses() {
                 c.spec.listen = Some(Listen {
                     address: Some("127.0.0.1:9090".into()),
                     admin_address: None,
+                    ..Default::default()
                 })
+            }),
+        ),
+        (
+            "spec.listen.connections.maxConnections",
+            Box::new(|c| {
+                c.spec.listen = Some(Listen {
+                    connections: Some(ConnectionLimits {
+                        max_connections: Some(0),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                })
+            }),
+        ),
+        (
+            "spec.listen.connections.perSourceShare",
+            Box::new(|c| {
+                c.spec.listen = Some(Listen {
+                    connections: Some(ConnectionLimits {
+                        per_source_share: Some(0.0),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                })
+            }),
+        ),
+        (
+            "spec.listen.connections.perSourceShare",
+            Box::new(|c| {
+                c.spec.listen = Some(Listen {
+                    connections: Some(ConnectionLimits {
+                        per_source_share: Some(1.5),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                })
+            }),
+        ),
+        (
+            "spec.listen.connections.http2KeepAliveTimeout",
+            Box::new(|c| {
+                c.spec.listen = Some(Listen {
+                    connections: Some(ConnectionLimits {
+                        http2_keep_alive_interval: Some(GatewayDuration::from_millis(5_000)),
+                        http2_keep_alive_timeout: Some(GatewayDuration::from_millis(0)),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                })
+            }),
+        ),
+        (
+            "spec.bbr.maxBufferedBodyBytes",
+            Box::new(|c| c.spec.bbr.max_buffered_body_bytes = Some(0)),
+        ),
+        (
+            "spec.bbr.maxBufferedBodyBytes",
+            Box::new(|c| {
+                c.spec.bbr.max_request_body_bytes = Some(1_000_000);
+                c.spec.bbr.max_buffered_body_bytes = Some(999_999);
             }),
         ),
         (

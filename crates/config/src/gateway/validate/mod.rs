@@ -111,6 +111,27 @@ fn check_bbr(spec: &GatewaySpec) -> Result {
             ));
         }
     }
+    if bbr.max_buffered_body_bytes == Some(0) {
+        return Err(invalid(
+            "spec.bbr.maxBufferedBodyBytes",
+            "must be at least 1 (and at least maxRequestBodyBytes, or the largest bodies are \
+             always refused)",
+        ));
+    }
+    let limit = bbr
+        .max_request_body_bytes
+        .unwrap_or(defaults::DEFAULT_REQUEST_BODY_BYTES);
+    if let Some(budget) = bbr.max_buffered_body_bytes {
+        if budget < limit {
+            return Err(invalid(
+                "spec.bbr.maxBufferedBodyBytes",
+                format!(
+                    "must be at least maxRequestBodyBytes ({limit}), got {budget}: a body the \
+                     limit allows could never be buffered"
+                ),
+            ));
+        }
+    }
     if bbr.replicas == Some(0) {
         return Err(invalid("spec.bbr.replicas", "must be at least 1"));
     }
@@ -308,7 +329,10 @@ fn check_listen(spec: &GatewaySpec) -> Result {
             "must differ from the inference listener's address",
         ));
     }
-    Ok(())
+    match &listen.connections {
+        Some(c) => crate::gateway::connections::check(c),
+        None => Ok(()),
+    }
 }
 
 fn check_discovery(spec: &GatewaySpec) -> Result {
