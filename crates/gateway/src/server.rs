@@ -42,6 +42,17 @@ pub async fn serve(
     let descriptor_cap = descriptors::connection_cap(descriptors::raise_limit());
     let mut accept_errors = AcceptErrorLog::new(ACCEPT_ERROR_LOG_INTERVAL);
     let mut warned_cap = false;
+    let at_start = front
+        .plane
+        .routes()
+        .config
+        .connections
+        .max_connections
+        .value;
+    metrics
+        .connections
+        .limit
+        .set(i64::from(at_start.min(descriptor_cap)));
     tokio::pin!(shutdown);
     loop {
         tokio::select! {

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
 
+mod attacks;
 mod auth;
 mod common;
 mod control;
