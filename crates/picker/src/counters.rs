@@ -67,6 +67,22 @@ impl LocalLoad {
         self.requests_since_scrape.min(self.in_flight_requests)
     }
 
+    /// The waiting queue to score: the scraped `waiting` plus [`Self::queue_credit`], raised so
+    /// that waiting plus `running` is never below what this gateway has in flight there. A pod
+    /// that hangs keeps reporting zero running while the requests sent to it pile up; without
+    /// the floor it looked the least loaded and drew the most traffic. `running` may be NaN
+    /// (not reported); a NaN `waiting` (no queue reported) stays NaN.
+    pub fn floored_waiting(&self, waiting: f64, running: f64) -> f64 {
+        let credited = waiting + self.queue_credit() as f64;
+        let reported = credited + if running.is_nan() { 0.0 } else { running };
+        let floor = self.in_flight_requests as f64;
+        if floor > reported {
+            credited + (floor - reported)
+        } else {
+            credited
+        }
+    }
+
     /// Prompt tokens to add to the scraped state, bounded the same way as [`Self::queue_credit`].
     pub fn token_credit(&self) -> u64 {
         self.tokens_since_scrape.min(self.in_flight_tokens)
@@ -221,5 +237,19 @@ mod tests {
         let load = c.load_since(mark);
         assert_eq!(load.queue_credit(), 1);
         assert_eq!(load.token_credit(), 30);
+    }
+    #[test]
+    fn a_pod_reporting_less_than_the_gateway_has_in_flight_is_floored_at_it() {
+        let hung = LocalLoad {
+            in_flight_requests: 50,
+            ..LocalLoad::default()
+        };
+        // Reports nothing running, nothing waiting: 50 of ours are there all the same.
+        assert_eq!(hung.floored_waiting(0.0, 0.0), 50.0);
+        assert_eq!(hung.floored_waiting(0.0, f64::NAN), 50.0);
+        // A pod reporting more than we sent (other gateways' requests) keeps its report.
+        assert_eq!(hung.floored_waiting(10.0, 60.0), 10.0);
+        assert_eq!(hung.floored_waiting(5.0, 40.0), 10.0);
+        assert!(hung.floored_waiting(f64::NAN, 0.0).is_nan());
     }
 }

@@ -666,7 +666,9 @@ fn adapter_was_running(pool: &Pool, pos: usize, req: &RequestFeatures) -> bool {
 }
 
 /// Requests ahead of a new one at the endpoint at `pos`: its scraped queue plus what was
-/// dispatched there since the scrape and is still in flight, or, when the server does not report
+/// dispatched there since the scrape and is still in flight, never less than this gateway's
+/// own requests in flight there beyond those reported running ([`LocalLoad::floored_waiting`]),
+/// or, when the server does not report
 /// a queue, what this gateway has in flight there.
 pub(crate) fn queue_ahead(pool: &Pool, pos: usize) -> f64 {
     let s = pool.signals_at(pos);
@@ -674,6 +676,6 @@ pub(crate) fn queue_ahead(pool: &Pool, pos: usize) -> f64 {
     if s.waiting.is_nan() {
         local.in_flight_requests as f64
     } else {
-        s.waiting + local.queue_credit() as f64
+        local.floored_waiting(s.waiting, s.running)
     }
 }

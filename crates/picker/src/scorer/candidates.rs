@@ -191,14 +191,21 @@ impl Candidates {
         let rows = self
             .pos
             .iter()
-            .zip(self.waiting.iter_mut().zip(&mut self.prefill_ahead))
+            .zip(
+                self.waiting
+                    .iter_mut()
+                    .zip(&self.running)
+                    .zip(&mut self.prefill_ahead),
+            )
             .zip(
                 self.in_flight
                     .iter_mut()
                     .zip(self.in_flight_tokens.iter_mut().zip(&mut self.token_credit)),
             );
-        for ((&pos, (waiting, prefill_ahead)), (in_flight, (in_flight_tokens, token_credit))) in
-            rows
+        for (
+            (&pos, ((waiting, &running), prefill_ahead)),
+            (in_flight, (in_flight_tokens, token_credit)),
+        ) in rows
         {
             let (Some(c), Some(&mark)) = (counters.get(pos as usize), sig.marks.get(pos as usize))
             else {
@@ -206,7 +213,7 @@ impl Candidates {
             };
             let local = c.load_since(mark);
             if fresh_load {
-                *waiting += count(local.queue_credit());
+                *waiting = local.floored_waiting(*waiting, running);
             }
             *in_flight = u32::try_from(local.in_flight_requests).unwrap_or(u32::MAX);
             *in_flight_tokens = local.in_flight_tokens;
