@@ -13,7 +13,7 @@ use serde::Deserialize;
 use super::defaults;
 use super::duration::GatewayDuration;
 use super::error::{invalid, GatewayConfigError};
-use super::resolve::Setting;
+use super::setting::Setting;
 
 /// `spec.listen.connections`, as written.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]

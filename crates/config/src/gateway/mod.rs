@@ -30,6 +30,7 @@ mod report;
 mod resolve;
 mod scheduler;
 mod selector;
+mod setting;
 mod traffic;
 mod types;
 mod validate;
@@ -50,10 +51,11 @@ pub use resolve::{
     resolve, resolve_with_config_maps, DefaultBackend, DeploymentKnob, EffectiveWeights, Identity,
     ModelRoute, PickerSource, Pool, PoolEndpoint, ResolvedBand, ResolvedBbr, ResolvedDiscovery,
     ResolvedFlowControl, ResolvedGateway, ResolvedOverload, ResolvedRateLimits, ResolvedRewrite,
-    ResolvedSaturation, ResolvedTenancy, SessionKey, Setting, TlsMode,
+    ResolvedSaturation, ResolvedTenancy, SessionKey, TlsMode,
 };
 pub use scheduler::{AppProtocol, ConfigMapRef, EngineType, SchedulerKind, SchedulerSpec, Weights};
 pub use selector::{LabelRequirement, LabelSelector, SelectorOperator};
+pub use setting::Setting;
 pub use traffic::{
     Band, BandSpec, Fairness, FlowControl, IdentitySource, MatchType, ModelMatch, ModelRewrite,
     OverloadSpec, RateLimit, RateLimitStore, RateLimits, RewriteMatch, RewriteTarget, Saturation,

@@ -7,17 +7,11 @@ use std::time::Duration;
 use super::duration::GatewayDuration;
 use super::resolve::{
     DefaultBackend, Identity, PickerSource, Pool, ResolvedDiscovery, ResolvedFlowControl,
-    ResolvedGateway, SessionKey, Setting, TlsMode,
+    ResolvedGateway, SessionKey, TlsMode,
 };
+use super::setting::Setting;
 use super::traffic::{RateLimit, RateLimitStore, StoreFailure};
 use super::types::KIND;
-
-impl<T: Display> Display for Setting<T> {
-    /// The value, followed by ` (default)` when it came from the defaults.
-    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-        write!(f, "{}{}", self.value, mark(self.is_default))
-    }
-}
 
 fn mark(is_default: bool) -> &'static str {
     if is_default {

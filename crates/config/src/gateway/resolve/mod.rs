@@ -19,43 +19,9 @@ use super::auth::JwtProvider;
 use super::defaults;
 use super::error::{invalid, GatewayConfigError};
 use super::lora::{AdapterTable, ConfigMapAdapterMap};
+use super::setting::Setting;
 use super::types::{ApiVersion, Discovery, GatewaySpec, InferenceGatewayConfig, Tls};
 use super::validate::{effective_discovery, validate};
-
-/// A value and whether it came from the defaults rather than the config.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Setting<T> {
-    /// The value in effect.
-    pub value: T,
-    /// Taken from [`super::defaults`].
-    pub is_default: bool,
-}
-
-impl<T> Setting<T> {
-    /// Written in the config.
-    pub fn set(value: T) -> Self {
-        Setting {
-            value,
-            is_default: false,
-        }
-    }
-
-    /// Taken from the defaults.
-    pub fn default_value(value: T) -> Self {
-        Setting {
-            value,
-            is_default: true,
-        }
-    }
-
-    /// `written`, else `default`.
-    pub fn or(written: Option<T>, default: T) -> Self {
-        match written {
-            Some(v) => Setting::set(v),
-            None => Setting::default_value(default),
-        }
-    }
-}
 
 /// How the listener serves TLS.
 #[derive(Debug, Clone, PartialEq, Eq)]
