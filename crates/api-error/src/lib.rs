@@ -341,6 +341,20 @@ impl ApiError {
         )
     }
 
+    /// 504: every endpoint tried let its `firstByteTimeout` pass without a byte, the last one
+    /// after `after`.
+    pub fn first_byte_timeout(pool: &str, tried: usize, after: std::time::Duration) -> Self {
+        Self::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            "timeout",
+            "first_byte_timeout",
+            format!(
+                "pool `{pool}`: {tried} endpoint(s) tried, none began its answer within its \
+                 firstByteTimeout (the last: {after:?})"
+            ),
+        )
+    }
+
     /// 504: the pool's `routeTimeout` passed before the upstream answered.
     pub fn timeout(pool: &str, after: std::time::Duration) -> Self {
         Self::new(

@@ -10,12 +10,14 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use infergate_config::gateway::{AppProtocol, Pool as PoolConfig, ResolvedGateway};
+use infergate_config::gateway::{
+    AppProtocol, FirstByteTimeout, Pool as PoolConfig, ResolvedGateway,
+};
 use infergate_flow::PoolState;
 use infergate_picker::metrics::Engine;
 use infergate_picker::{
-    Dispatch, EndpointId, EndpointSpec, Pick, PickError, Picker, Policy, Pool, PoolView,
-    RequestFeatures, ScrapedMetrics, TtftTicket,
+    AttemptOutcome, Dispatch, EndpointId, EndpointSpec, OutlierPolicy, Pick, PickError, Picker,
+    Policy, Pool, PoolView, RequestFeatures, ScrapedMetrics, TtftTicket,
 };
 
 use infergate_telemetry::metrics::{EndpointLabels, Metrics, PoolLabels, RetryLabels};
@@ -49,8 +51,14 @@ pub struct PoolRuntime {
     pub engine: Engine,
     /// Upstream speaks HTTP/2 over cleartext.
     pub h2c: bool,
-    /// Whole-request timeout.
+    /// Arrival until the answer's first byte.
     pub route_timeout: Option<Duration>,
+    /// Each attempt until its first byte (`infergate serve` then tries the next endpoint).
+    pub first_byte_timeout: FirstByteTimeout,
+    /// Between two chunks of an answer that has begun.
+    pub stream_idle_timeout: Option<Duration>,
+    /// When endpoints that keep failing leave the picks.
+    pub outlier: OutlierPolicy,
     /// Whether its endpoints are scraped (a default-backend host is not).
     pub scraped: bool,
     /// `forwardPriority`: the request's band goes upstream as the body's `priority`.
@@ -104,6 +112,8 @@ struct EndpointCounters {
     sent: Counter,
     retried_connect: Counter,
     retried_unavailable: Counter,
+    retried_first_byte: Counter,
+    ejections: Counter,
 }
 
 /// What one membership change did to a pool, for its log line.
@@ -140,10 +150,12 @@ impl MembershipChange {
 /// Why an attempt at an endpoint moved on to the next one, as the retry metric names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RetryReason {
-    /// No answer: connect refused or timed out, reset, closed before the response head.
+    /// No answer: connect refused or timed out, reset, closed before the first byte.
     Connect,
     /// The endpoint answered 503.
     Unavailable,
+    /// No first byte within the attempt's `firstByteTimeout`.
+    FirstByteTimeout,
 }
 
 impl RetryReason {
@@ -152,7 +164,19 @@ impl RetryReason {
         match self {
             RetryReason::Connect => "connect",
             RetryReason::Unavailable => "status_503",
+            RetryReason::FirstByteTimeout => "first_byte_timeout",
         }
+    }
+}
+
+/// The picker's outlier policy from the config's.
+fn outlier_policy(o: &infergate_config::gateway::ResolvedOutlierDetection) -> OutlierPolicy {
+    OutlierPolicy {
+        consecutive_failures: o.consecutive_failures.value,
+        base_ejection: o.base_ejection_time.value,
+        max_ejection: o.max_ejection_time.value,
+        max_ejected_share: f64::from(o.max_ejection_percent.value) / 100.0,
+        slow_start: o.slow_start_window.value,
     }
 }
 
@@ -179,10 +203,19 @@ impl EndpointCounters {
                 endpoint: address.to_owned(),
             })
             .clone();
+        let ejections = metrics
+            .ejections
+            .get_or_create(&EndpointLabels {
+                pool: pool.to_owned(),
+                endpoint: address.to_owned(),
+            })
+            .clone();
         Self {
             sent,
             retried_connect: retried(RetryReason::Connect),
             retried_unavailable: retried(RetryReason::Unavailable),
+            retried_first_byte: retried(RetryReason::FirstByteTimeout),
+            ejections,
         }
     }
 }
@@ -195,6 +228,9 @@ struct PoolParts<'a> {
     engine: Engine,
     h2c: bool,
     route_timeout: Option<Duration>,
+    first_byte_timeout: FirstByteTimeout,
+    stream_idle_timeout: Option<Duration>,
+    outlier: OutlierPolicy,
     scraped: bool,
     forward_priority: bool,
     admission: Admission,
@@ -236,7 +272,11 @@ impl PoolRuntime {
                 adapters: config.adapters.clone(),
                 engine: crate::policy::engine_dialect(config.engine_type.value),
                 h2c: config.app_protocol.value == AppProtocol::H2c,
-                route_timeout: config.route_timeout.value,
+                route_timeout: config.timeouts.route.value,
+                first_byte_timeout: config.timeouts.first_byte.value,
+                stream_idle_timeout: Some(config.timeouts.stream_idle.value)
+                    .filter(|t| !t.is_zero()),
+                outlier: outlier_policy(&config.outlier_detection),
                 scraped: true,
                 forward_priority: config.forward_priority.value,
                 admission: Admission::new(&config.name, gateway, true),
@@ -262,7 +302,12 @@ impl PoolRuntime {
                 adapters: Vec::new(),
                 engine: Engine::Vllm,
                 h2c: false,
+                // A plain HTTP host: no model server's timing to go by, as before.
                 route_timeout: None,
+                first_byte_timeout: FirstByteTimeout::After(Duration::ZERO),
+                stream_idle_timeout: None,
+                // One host: there is nowhere else to send.
+                outlier: OutlierPolicy::OFF,
                 scraped: false,
                 forward_priority: false,
                 // A host that is not scraped gives flow control nothing to go on.
@@ -283,6 +328,9 @@ impl PoolRuntime {
             engine,
             h2c,
             route_timeout,
+            first_byte_timeout,
+            stream_idle_timeout,
+            outlier,
             scraped,
             forward_priority,
             admission,
@@ -346,6 +394,9 @@ impl PoolRuntime {
             engine,
             h2c,
             route_timeout,
+            first_byte_timeout,
+            stream_idle_timeout,
+            outlier,
             scraped,
             forward_priority,
             policy,
@@ -402,8 +453,30 @@ impl PoolRuntime {
             match reason {
                 RetryReason::Connect => c.retried_connect.inc(),
                 RetryReason::Unavailable => c.retried_unavailable.inc(),
+                RetryReason::FirstByteTimeout => c.retried_first_byte.inc(),
             };
         }
+    }
+
+    /// Records what an attempt at `endpoint` came to, for outlier detection; an ejection is
+    /// logged and counted in `infergate_endpoint_ejections_total`.
+    pub fn record_outcome(&self, endpoint: EndpointId, outcome: AttemptOutcome, now: Duration) {
+        let snap = self.snapshot.load();
+        let Some(length) = snap
+            .pool
+            .record_outcome(endpoint, outcome, now, &self.outlier)
+        else {
+            return;
+        };
+        if let Some(c) = self.counters.load().get(&endpoint) {
+            c.ejections.inc();
+        }
+        tracing::warn!(
+            pool = %self.name,
+            endpoint = snap.pool.address(endpoint).unwrap_or("?"),
+            ejected_for = ?length,
+            "endpoint ejected: its attempts keep failing"
+        );
     }
 
     /// The current snapshot.

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use hyper::header::CONTENT_TYPE;
 use infergate_control::PlaneHandle;
+use infergate_picker::AttemptOutcome;
 use infergate_pipeline::account::{Accounting, Served};
 use infergate_pipeline::rewrite::restore::Restore;
 use infergate_telemetry::usage::UsageTap;
@@ -69,6 +70,9 @@ impl Answer {
             .and_then(|a| snap.pool.position_of_address(a))
             .and_then(|pos| snap.pool.spec(pos))
             .map(|s| (s.id, s.address.clone()));
+        // Outlier detection hears of the endpoint that answered (the primary when Envoy did not
+        // say): a 5xx, Envoy's own for a connection it could not make included, is a failure.
+        let answered = served_id.as_ref().map_or(primary, |(id, _)| *id);
         let (dispatch, endpoint) = match served_id {
             Some((id, address)) if id != primary => {
                 match pool.dispatch(&snap, id, &features, handle.clock().now()) {
@@ -81,6 +85,12 @@ impl Answer {
             }
             _ => (dispatch, primary_address),
         };
+        let outcome = if head.status.is_some_and(|s| s >= 500) {
+            AttemptOutcome::Failed
+        } else {
+            AttemptOutcome::Answered
+        };
+        pool.record_outcome(answered, outcome, handle.clock().now());
         let sse =
             content_type.is_some_and(|c| c.to_ascii_lowercase().starts_with("text/event-stream"));
         let mut accounting = Accounting::new(Served {

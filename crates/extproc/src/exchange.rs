@@ -104,6 +104,9 @@ pub struct Exchange {
     dispatched: Instant,
     deadline: Option<Instant>,
     route_timeout: Option<Duration>,
+    /// The pool's `streamIdleTimeout`: once the response has begun, the deadline is the last
+    /// chunk plus this.
+    stream_idle: Option<Duration>,
     record: RequestRecord,
     /// The request's spans (empty when not traced).
     trace: RequestTrace,
@@ -162,6 +165,7 @@ impl Exchange {
             dispatched: now,
             deadline: None,
             route_timeout: None,
+            stream_idle: None,
             record: RequestRecord::default(),
             trace: RequestTrace::default(),
             step: Span::default(),
@@ -306,9 +310,10 @@ impl Exchange {
         }
     }
 
-    /// The pool's `routeTimeout` ran out before the response ended: a 504. Before the response
-    /// headers the client gets it as an OpenAI-shaped error; after them Envoy can only reset
-    /// the stream, so the client sees a truncated response rather than a hang.
+    /// A deadline passed. Before the response headers it is the pool's `routeTimeout`: the
+    /// client gets a 504 as an OpenAI-shaped error. After them it is `streamIdleTimeout` (no
+    /// chunk for that long): Envoy can only reset the stream, so the client sees a truncated
+    /// response rather than a hang.
     pub fn on_deadline(&mut self) -> Vec<ProcessingResponse> {
         self.deadline = None;
         let err = ApiError::timeout(&self.record.pool, self.route_timeout.unwrap_or_default());
@@ -321,7 +326,7 @@ impl Exchange {
             }
             Phase::Response => {
                 if let Some(answer) = self.answer.as_mut() {
-                    answer.broke("routeTimeout passed");
+                    answer.broke("no chunk for streamIdleTimeout");
                 }
                 // Envoy resets the stream: whatever the renamer still held is moot.
                 let _held = self.finish();

@@ -76,6 +76,12 @@ impl Answers {
         match (self.exchange.deadline(), &mut self.deadline) {
             (None, d) => *d = None,
             (Some(at), Some((armed, _))) if *armed == at => {}
+            // Re-armed for each chunk of a response (its idle timeout): the timer is reset, not
+            // made anew.
+            (Some(at), Some((armed, sleep))) => {
+                sleep.as_mut().reset(at);
+                *armed = at;
+            }
             (Some(at), d) => *d = Some((at, Box::pin(tokio::time::sleep_until(at)))),
         }
     }

@@ -228,6 +228,7 @@ async fn serve(
         limit,
         why,
         trace,
+        tried_endpoint: &mut record.endpoint,
     };
     match deadline {
         Some(d) => tokio::time::timeout_at(d, forward.send(picked))

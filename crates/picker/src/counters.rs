@@ -31,6 +31,8 @@ pub struct EndpointCounters {
     prefill_pending_tokens: AtomicU64,
     dispatched_requests: AtomicU64,
     dispatched_tokens: AtomicU64,
+    /// Its failure streak and ejections ([`crate::health`]).
+    pub(crate) health: crate::health::Health,
 }
 
 /// The dispatched totals at the moment a scrape landed.
@@ -121,6 +123,11 @@ impl EndpointCounters {
             requests: self.dispatched_requests.load(Ordering::Relaxed),
             tokens: self.dispatched_tokens.load(Ordering::Relaxed),
         }
+    }
+
+    /// Its failure streak and ejections.
+    pub fn health(&self) -> &crate::health::Health {
+        &self.health
     }
 
     /// Requests in flight now.

@@ -7,8 +7,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::clock::nanos;
 use crate::endpoint::EndpointSpec;
-use crate::pool::{nanos, NEVER_SCRAPED};
+use crate::pool::NEVER_SCRAPED;
 use crate::scorer::Candidates;
 
 /// A filter and its parameters.

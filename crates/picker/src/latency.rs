@@ -143,6 +143,17 @@ impl LatencyModel {
         dot(self.theta(slot), f.x())
     }
 
+    /// [`Self::predict`], but only when it rests on observations — of `slot` itself, or of warm
+    /// endpoints through the fleet prior — rather than on the defaults alone.
+    pub fn predict_informed(&self, slot: u32, f: &TtftFeatures) -> Option<f64> {
+        let own = self
+            .fits
+            .get(slot as usize)
+            .and_then(Option::as_ref)
+            .is_some_and(|fit| fit.n >= self.params.warm_after);
+        (own || self.warm_count > 0).then(|| self.predict(slot, f))
+    }
+
     /// [`Self::predict`] for many requests at once, appending to `out`: the `i`-th at slot
     /// `slots[i]` with `queue_ahead[i]`, `uncached_tokens[i]` and `prefill_ahead[i]`.
     pub(crate) fn predict_into(

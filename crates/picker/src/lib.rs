@@ -65,14 +65,17 @@
 #![forbid(unsafe_code)]
 
 mod baseline;
+mod clock;
 pub mod config;
 mod counters;
 mod endpoint;
 mod error;
 mod extremes;
 mod filter;
+mod health;
 mod latency;
 pub mod metrics;
+mod outlier;
 mod picker;
 mod policy;
 mod pool;
@@ -88,6 +91,7 @@ pub use counters::{DispatchMark, EndpointCounters, InFlightGuard, LocalLoad};
 pub use endpoint::{EndpointId, EndpointSpec, LatencyTotals, LoraInfo, ScrapedMetrics};
 pub use error::{ConfigError, ParseError, PickError, PoolError};
 pub use filter::Filter;
+pub use health::{AttemptOutcome, Health, OutlierPolicy};
 /// The house's one seeded generator, re-exported where the picker's callers have always found it.
 pub use infergate_rng::SplitMix64;
 pub use latency::{LatencyEstimate, LatencyModel, LatencyParams, TtftFeatures};

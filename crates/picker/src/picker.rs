@@ -104,6 +104,9 @@ pub struct Dispatch {
     pub guard: InFlightGuard,
     /// What the latency model needs to learn from this request's TTFT.
     pub ticket: TtftTicket,
+    /// The latency model's TTFT for it there at dispatch; `None` while the model has learned
+    /// nothing (no warm endpoint), when its figure would be the defaults'.
+    pub predicted_ttft: Option<Duration>,
 }
 
 /// A request's features at the endpoint it was sent to, kept until its first token.
@@ -250,6 +253,7 @@ impl Picker {
             .is_some()
             .then(|| self.scratch.cands.pos.clone());
         Self::fit_context(pool, req, &mut self.scratch.cands);
+        Self::drop_ejected(pool, now, &mut self.rng, &mut self.scratch.cands);
         let Self {
             policy,
             rng,
@@ -442,6 +446,30 @@ impl Picker {
         cands.compact();
     }
 
+    /// Removes the endpoints outlier detection ejected ([`crate::outlier`]), and a returning
+    /// one in slow start with the chance it is not yet admitted at, under every policy. When that
+    /// would remove every candidate (the share rule allows it only after candidates were
+    /// narrowed), none is removed. Draws from `rng` only while some candidate is ramping, so
+    /// picks in a pool that never ejected are unchanged.
+    fn drop_ejected(pool: &Pool, now: Duration, rng: &mut SplitMix64, cands: &mut Candidates) {
+        let share = |p: u32| pool.admitted_share_at(p as usize, now);
+        if cands.pos.iter().all(|&p| share(p) >= 1.0) {
+            return;
+        }
+        // Drawn once: `narrow` reads its pass list twice. Allocates only while a candidate is
+        // ejected or ramping.
+        let admitted: Vec<bool> = cands
+            .pos
+            .iter()
+            .map(|&p| {
+                let s = share(p);
+                s >= 1.0 || (s > 0.0 && rng.next_f64() < s)
+            })
+            .collect();
+        cands.keep.narrow(|| admitted.iter().copied());
+        cands.compact();
+    }
+
     /// Records that `req` was sent to `endpoint` (the primary, or the fallback actually used):
     /// learns its prefix there, counts it as in flight and dispatched since the last scrape, and
     /// returns the guard and the TTFT ticket.
@@ -484,6 +512,11 @@ impl Picker {
         if let Some(s) = &req.session {
             self.sessions.learn(s, endpoint);
         }
+        let predicted_ttft = self
+            .latency
+            .predict_informed(slot, &features)
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .and_then(|s| Duration::try_from_secs_f64(s).ok());
         Ok(Dispatch {
             guard: counters.dispatch(
                 req.prompt_tokens,
@@ -495,6 +528,7 @@ impl Picker {
                 dispatched_at: now,
                 teaches: adapter_was_running(pool, pos, req),
             },
+            predicted_ttft,
         })
     }
 

@@ -10,17 +10,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::clock::nanos;
 use crate::counters::{DispatchMark, EndpointCounters, LocalLoad};
 use crate::endpoint::{EndpointId, EndpointSpec, ScrapedMetrics};
 use crate::error::PoolError;
 
 /// `scraped_ns` of an endpoint that was never scraped.
 pub(crate) const NEVER_SCRAPED: u64 = u64::MAX;
-
-/// Nanoseconds of `d`, saturating: how the pool stores scrape times.
-pub(crate) fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX - 1)
-}
 
 /// A scraped signal as stored in the pool's compact per-endpoint array: NaN when unknown (or not
 /// finite).

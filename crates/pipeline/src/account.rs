@@ -88,7 +88,7 @@ impl Accounting {
             streaming,
             usage,
         } = served;
-        let Dispatch { ticket, guard } = dispatch;
+        let Dispatch { ticket, guard, .. } = dispatch;
         let model = metrics.models.fold(model);
         let objective = ObjectiveLabels {
             model_name: metrics.models.fold(asked_model),

@@ -27,7 +27,8 @@ pub struct RequestLabels {
     pub model: String,
     /// The pool; empty when none was found.
     pub pool: String,
-    /// The endpoint that answered; empty when none did.
+    /// The endpoint that answered, else the last one tried (a 504 or 503 names the endpoint
+    /// that did not answer); empty when none was tried.
     pub endpoint: String,
     /// The HTTP status the client got.
     pub status: u16,
@@ -42,7 +43,7 @@ pub struct RequestRecord {
     pub model: String,
     /// The pool; empty when none was found.
     pub pool: String,
-    /// The endpoint that answered; empty when none did.
+    /// The endpoint that answered, else the last one tried; empty when none was.
     pub endpoint: String,
     /// The HTTP status the client got.
     pub status: u16,
@@ -189,6 +190,8 @@ pub struct Metrics {
     pub saturation: Family<PoolLabels, Gauge<f64, AtomicU64>>,
     /// Scrapes that failed (connect, status, timeout or parse).
     pub scrape_errors: Family<EndpointLabels, Counter>,
+    /// Ejections by outlier detection, by endpoint.
+    pub ejections: Family<EndpointLabels, Counter>,
     /// Time to pick and dispatch, by pool.
     pub picker_latency: Family<PoolLabels, Histogram, Buckets>,
     /// Responses streaming now.
@@ -310,6 +313,7 @@ impl Metrics {
             queue_spread: Family::default(),
             saturation: Family::default(),
             scrape_errors: Family::default(),
+            ejections: Family::default(),
             picker_latency: Family::new_with_constructor(DECISION),
             in_flight: Gauge::default(),
             reloads: Family::default(),
@@ -446,6 +450,11 @@ impl Metrics {
             "scrape_errors",
             "Failed metrics scrapes",
             m.scrape_errors.clone(),
+        );
+        r.register(
+            "endpoint_ejections",
+            "Endpoints ejected by outlier detection (failed attempts in a row)",
+            m.ejections.clone(),
         );
         r.register(
             "picker_latency_seconds",

@@ -26,11 +26,13 @@ mod duration;
 mod error;
 mod lora;
 mod meta;
+mod outlier;
 mod report;
 mod resolve;
 mod scheduler;
 mod selector;
 mod setting;
+mod timeouts;
 mod traffic;
 mod types;
 mod validate;
@@ -47,15 +49,20 @@ pub use deploy::{
 pub use duration::GatewayDuration;
 pub use error::GatewayConfigError;
 pub use lora::{AdapterEntry, AdapterTable, ConfigMapAdapterMap, LoraAdapterMap};
+pub use outlier::ResolvedOutlierDetection;
 pub use resolve::{
     resolve, resolve_with_config_maps, DefaultBackend, DeploymentKnob, EffectiveWeights, Identity,
     ModelRoute, PickerSource, Pool, PoolEndpoint, ResolvedBand, ResolvedBbr, ResolvedDiscovery,
     ResolvedFlowControl, ResolvedGateway, ResolvedOverload, ResolvedRateLimits, ResolvedRewrite,
     ResolvedSaturation, ResolvedTenancy, SessionKey, TlsMode,
 };
-pub use scheduler::{AppProtocol, ConfigMapRef, EngineType, SchedulerKind, SchedulerSpec, Weights};
+pub use scheduler::{
+    AppProtocol, ConfigMapRef, EngineType, FirstByteTimeout, OutlierDetection, SchedulerKind,
+    SchedulerSpec, Weights,
+};
 pub use selector::{LabelRequirement, LabelSelector, SelectorOperator};
 pub use setting::Setting;
+pub use timeouts::ResolvedTimeouts;
 pub use traffic::{
     Band, BandSpec, Fairness, FlowControl, IdentitySource, MatchType, ModelMatch, ModelRewrite,
     OverloadSpec, RateLimit, RateLimitStore, RateLimits, RewriteMatch, RewriteTarget, Saturation,

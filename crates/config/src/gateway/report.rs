@@ -181,12 +181,32 @@ impl ResolvedGateway {
         row(f, "engineType", p.engine_type.map(|e| e.as_str()))?;
         row(f, "targetPort", p.target_port)?;
         row(f, "appProtocol", p.app_protocol.map(|a| a.as_str()))?;
-        let timeout = match p.route_timeout.value {
-            Some(d) => duration(d),
-            None if p.route_timeout.is_default => "none (default)".to_owned(),
+        let t = &p.timeouts;
+        let timeout = match t.route.value {
+            Some(d) => format!("{} to the first byte", duration(d)),
+            None if t.route.is_default => "none (default)".to_owned(),
             None => "none (0s)".to_owned(),
         };
         row(f, "routeTimeout", timeout)?;
+        row(f, "firstByteTimeout", t.first_byte)?;
+        let idle = if t.stream_idle.value.is_zero() {
+            "none (0s)".to_owned()
+        } else {
+            duration(t.stream_idle.value)
+        };
+        row(
+            f,
+            "streamIdleTimeout",
+            format!(
+                "{idle}{}",
+                if t.stream_idle.is_default {
+                    " (default)"
+                } else {
+                    ""
+                }
+            ),
+        )?;
+        row(f, "outliers", p.outlier_detection.summary())?;
         let forward = if p.forward_priority.value {
             "on: body `priority` Critical -1, Standard 0, Sheddable 1 (needs vLLM \
              --scheduling-policy priority)"

@@ -1,5 +1,8 @@
 //! `spec.schedulers[]`: one model pool each.
 
+use std::time::Duration;
+
+use serde::de::{self, Deserializer};
 use serde::Deserialize;
 
 use super::deploy::{EnvFromSource, EnvVar, PodDefaults};
@@ -48,9 +51,22 @@ pub struct SchedulerSpec {
     /// LoRA adapters served behind this model (at most 50); naming one routes here.
     #[serde(default)]
     pub lora_adapters: Vec<String>,
-    /// Whole-request timeout (504 when it passes); `0s` disables it.
+    /// Arrival (queueing included) until the answer's first byte (504 when it passes); `0s`
+    /// disables it. Once the answer has begun, `streamIdleTimeout` applies instead.
     #[serde(default)]
     pub route_timeout: Option<GatewayDuration>,
+    /// Each attempt at an endpoint until its answer's first byte, `auto` (default) or a
+    /// duration (`0s`: none); when it passes `infergate serve` tries the next endpoint (an
+    /// infergate addition).
+    #[serde(default)]
+    pub first_byte_timeout: Option<FirstByteTimeout>,
+    /// The longest silence between two chunks of an answer that has begun (default 60s, `0s`:
+    /// none); the stream then ends with an error event (an infergate addition).
+    #[serde(default)]
+    pub stream_idle_timeout: Option<GatewayDuration>,
+    /// When endpoints that keep failing leave the pool's picks (an infergate addition).
+    #[serde(default)]
+    pub outlier_detection: Option<OutlierDetection>,
     /// Forward the request's band to the model server as the body's `priority` (an infergate
     /// addition, default off): see [`super::traffic::Band::engine_priority`]. Only for servers
     /// started with vLLM's `--scheduling-policy priority`; under `fcfs` vLLM refuses any
@@ -174,4 +190,49 @@ pub struct ConfigMapRef {
     /// The data key (default [`super::defaults::CONFIG_MAP_KEY`]).
     #[serde(default)]
     pub key: Option<String>,
+}
+
+/// `outlierDetection`, as written; resolved and checked in [`super::outlier`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct OutlierDetection {
+    /// Failed attempts in a row that eject an endpoint; 0 turns detection off.
+    #[serde(default)]
+    pub consecutive_failures: Option<u32>,
+    /// The first ejection's length; each repeat doubles it.
+    #[serde(default)]
+    pub base_ejection_time: Option<GatewayDuration>,
+    /// The longest ejection.
+    #[serde(default)]
+    pub max_ejection_time: Option<GatewayDuration>,
+    /// The most of the pool ejected at once, in percent (1..100).
+    #[serde(default)]
+    pub max_ejection_percent: Option<u32>,
+    /// How long a returning endpoint's share of picks takes to ramp from 10 % back to whole;
+    /// `0s` returns it whole at once.
+    #[serde(default)]
+    pub slow_start_window: Option<GatewayDuration>,
+}
+
+/// `firstByteTimeout`: how long one attempt at an endpoint may take to send the first byte of
+/// its answer; what `auto` comes to is [`super::timeouts`]'s rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FirstByteTimeout {
+    /// Derived per request from the TTFT the picker predicts for it at that endpoint (streamed
+    /// requests only: a buffered answer's first byte comes with its last).
+    Auto,
+    /// This long for every attempt; zero: none.
+    After(Duration),
+}
+
+impl<'de> Deserialize<'de> for FirstByteTimeout {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        if text == "auto" {
+            return Ok(FirstByteTimeout::Auto);
+        }
+        GatewayDuration::parse(&text)
+            .map(|t| FirstByteTimeout::After(t.get()))
+            .map_err(|e| de::Error::custom(format!("{e}, or `auto`")))
+    }
 }

@@ -85,6 +85,7 @@ impl Exchange {
             self.body = Vec::from(rewritten);
         }
         self.route_timeout = prepared.target.pool.route_timeout;
+        self.stream_idle = prepared.target.pool.stream_idle_timeout;
         self.deadline = self.route_timeout.map(|t| self.started + t);
         // Limit: the tenant's requests and tokens, before the request may wait in flow control.
         let Some(limits) = self.processor.handle.rate_limits() else {

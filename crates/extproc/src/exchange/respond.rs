@@ -5,6 +5,7 @@
 use envoy_types::pb::envoy::config::core::v3::Metadata;
 use envoy_types::pb::envoy::service::ext_proc::v3::ProcessingResponse;
 use hyper::header::CONTENT_LENGTH;
+use tokio::time::Instant;
 
 use super::{Exchange, Phase};
 use crate::answer::{Answer, Times};
@@ -51,6 +52,8 @@ impl Exchange {
         self.count();
         self.answer = Some(answer);
         self.phase = Phase::Response;
+        // The answer has begun: `routeTimeout` is met, and silence is what is timed now.
+        self.arm_idle();
         if end_of_stream {
             self.finish();
         }
@@ -68,6 +71,9 @@ impl Exchange {
         chunk: Vec<u8>,
         end_of_stream: bool,
     ) -> Vec<ProcessingResponse> {
+        if !chunk.is_empty() {
+            self.arm_idle();
+        }
         let mut out = match self.answer.as_mut() {
             Some(a) => a.on_data(chunk),
             None => chunk,
@@ -76,6 +82,10 @@ impl Exchange {
             out.extend(self.finish());
         }
         protocol::pass_through(Direction::Response, out, end_of_stream)
+    }
+
+    fn arm_idle(&mut self) {
+        self.deadline = self.stream_idle.map(|t| Instant::now() + t);
     }
 
     /// Response trailers: whatever the renamer still held goes out before them.

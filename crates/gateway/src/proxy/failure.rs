@@ -3,6 +3,7 @@
 //! may be tried and the reason the retry metric names, so the proxy's loop stays dumb.
 
 use std::fmt;
+use std::time::Duration;
 
 use infergate_control::error_chain;
 use infergate_control::pool::RetryReason;
@@ -37,6 +38,21 @@ pub enum Failure {
         /// The endpoint.
         address: String,
     },
+    /// The answer's head came, then its body broke before its first byte.
+    Broken {
+        /// The endpoint.
+        address: String,
+        /// The body's error, with its causes.
+        cause: String,
+    },
+    /// No first byte within the attempt's `firstByteTimeout`; the connection is closed, which
+    /// makes a model server abort the request.
+    FirstByteTimeout {
+        /// The endpoint.
+        address: String,
+        /// The timeout that passed.
+        after: Duration,
+    },
 }
 
 impl Failure {
@@ -50,7 +66,9 @@ impl Failure {
             | Failure::Request { .. }
             | Failure::Http1(_)
             | Failure::H2c { .. }
-            | Failure::Unavailable { .. } => true,
+            | Failure::Unavailable { .. }
+            | Failure::Broken { .. }
+            | Failure::FirstByteTimeout { .. } => true,
         }
     }
 
@@ -69,9 +87,26 @@ impl Failure {
     pub fn reason(&self) -> Option<RetryReason> {
         match self {
             Failure::Dispatch(_) | Failure::Request { .. } => None,
-            Failure::Http1(_) | Failure::H2c { .. } => Some(RetryReason::Connect),
+            Failure::Http1(_) | Failure::H2c { .. } | Failure::Broken { .. } => {
+                Some(RetryReason::Connect)
+            }
             Failure::Unavailable { .. } => Some(RetryReason::Unavailable),
+            Failure::FirstByteTimeout { .. } => Some(RetryReason::FirstByteTimeout),
         }
+    }
+
+    /// Whether the endpoint itself failed, for outlier detection: it refused or broke the
+    /// connection, answered 503, or sent no first byte in time. Not when the gateway could not
+    /// dispatch or build the request — the endpoint never saw it.
+    pub fn endpoint_failed(&self) -> bool {
+        matches!(
+            self,
+            Failure::Http1(_)
+                | Failure::H2c { .. }
+                | Failure::Unavailable { .. }
+                | Failure::Broken { .. }
+                | Failure::FirstByteTimeout { .. }
+        )
     }
 
     /// Whether an endpoint was tried: the request was built for it and sent, or about to be.
@@ -89,6 +124,15 @@ impl fmt::Display for Failure {
             Failure::Http1(e) => f.write_str(&error_chain(e)),
             Failure::H2c { address, cause } => write!(f, "{address}: {cause}"),
             Failure::Unavailable { address } => write!(f, "{address} answered 503"),
+            Failure::Broken { address, cause } => {
+                write!(
+                    f,
+                    "{address}: the answer broke before its first byte: {cause}"
+                )
+            }
+            Failure::FirstByteTimeout { address, after } => {
+                write!(f, "{address}: no first byte within {after:?}")
+            }
         }
     }
 }
@@ -115,8 +159,17 @@ mod tests {
         };
         assert_eq!(h2.reason().map(RetryReason::as_str), Some("connect"));
         assert_eq!(h2.to_string(), "10.0.0.3:8000: connection reset");
-        for f in [&refused, &busy, &h2] {
-            assert!(f.retryable() && f.tried(), "{f}");
+        let slow = Failure::FirstByteTimeout {
+            address: "10.0.0.4:8000".into(),
+            after: Duration::from_secs(5),
+        };
+        assert_eq!(
+            slow.reason().map(RetryReason::as_str),
+            Some("first_byte_timeout")
+        );
+        assert_eq!(slow.to_string(), "10.0.0.4:8000: no first byte within 5s");
+        for f in [&refused, &busy, &h2, &slow] {
+            assert!(f.retryable() && f.tried() && f.endpoint_failed(), "{f}");
         }
     }
 

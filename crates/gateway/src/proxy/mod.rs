@@ -2,8 +2,10 @@
 //! response byte, a failure moves on to the next fallback.
 //!
 //! Retryability is decided here, where the failure is understood:
-//! - no answer (connect refused, reset, closed before the response head): the next fallback;
+//! - no answer (connect refused, reset, closed before the first byte): the next fallback;
 //! - `503` from the endpoint (overloaded, starting up, shutting down): the next fallback;
+//! - no first byte within the attempt's `firstByteTimeout`: the next fallback (the head is held
+//!   until the first byte, so the client has seen nothing);
 //! - any other answer, `429` included, goes to the client as it is — an endpoint's "no capacity"
 //!   is not retried, and the gateway's own 429 never reaches this point.
 
@@ -16,8 +18,8 @@ pub mod stream;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::Full;
-use hyper::body::Incoming;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Body, Frame, Incoming};
 use hyper::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE, HOST};
 use hyper::http::request::Parts;
 use hyper::http::uri::{Authority, Scheme};
@@ -26,7 +28,7 @@ use infergate_control::admission::FlowPermit;
 use infergate_control::error_chain;
 use infergate_control::limits::LimitTicket;
 use infergate_control::pool::Snapshot;
-use infergate_picker::{Dispatch, EndpointId};
+use infergate_picker::{AttemptOutcome, Dispatch, EndpointId};
 use infergate_pipeline::account::{Accounting, Served};
 use infergate_pipeline::pick::{Picked, Why};
 use infergate_pipeline::rewrite::restore::{Restore, RestoreBody};
@@ -67,6 +69,9 @@ pub struct Forward<'a> {
     pub why: Option<Why>,
     /// The request's spans: each attempt gets one, and the answer ends the request's.
     pub trace: &'a mut RequestTrace,
+    /// Set to each endpoint as it is tried, so that a request that fails or times out is
+    /// counted against the endpoint it concerns (the request record's `endpoint`).
+    pub tried_endpoint: &'a mut String,
 }
 
 /// The endpoint that answered, as [`Forward::respond`] turns its answer into the client's.
@@ -75,10 +80,22 @@ struct Answer<'a> {
     dispatch: Dispatch,
     address: &'a str,
     dispatched: Instant,
+    /// The body's first frame, when it was awaited before answering.
+    first: Option<Frame<Bytes>>,
     /// Why it was picked, when picks are explained.
     why: Option<&'a Why>,
     /// The attempt's span.
     span: Span,
+}
+
+/// What an attempt that produced an answer hands back.
+struct Arrived {
+    resp: Response<Incoming>,
+    /// The body's first frame, when it was awaited.
+    first: Option<Frame<Bytes>>,
+    lease: Option<Lease>,
+    dispatch: Dispatch,
+    dispatched: Instant,
 }
 
 impl Forward<'_> {
@@ -110,7 +127,15 @@ impl Forward<'_> {
             let Some(address) = snap.pool.address(id) else {
                 continue;
             };
+            address.clone_into(self.tried_endpoint);
             let mut span = self.trace.upstream(&self.prepared.model, address);
+            let mut watch = AttemptWatch {
+                front: Arc::clone(self.front),
+                pool: Arc::clone(pool),
+                endpoint: id,
+                deadline: self.deadline,
+                settled: false,
+            };
             let attempt = self
                 .attempt(
                     (&snap, id, address),
@@ -121,7 +146,18 @@ impl Forward<'_> {
                 )
                 .await;
             let failure = match attempt {
-                Ok((resp, lease, dispatch, dispatched)) => {
+                Ok(Arrived {
+                    resp,
+                    first,
+                    lease,
+                    dispatch,
+                    dispatched,
+                }) => {
+                    watch.settle(if resp.status().is_server_error() {
+                        AttemptOutcome::Failed
+                    } else {
+                        AttemptOutcome::Answered
+                    });
                     span.set("http.response.status_code", resp.status().as_u16());
                     let held = (permit.take(), limit.take());
                     let answer = Answer {
@@ -129,12 +165,20 @@ impl Forward<'_> {
                         dispatch,
                         address,
                         dispatched,
+                        first,
                         why: why.as_ref(),
                         span,
                     };
                     return Ok(self.respond(resp, answer, held));
                 }
-                Err(failure) => failure,
+                Err(failure) => {
+                    if failure.endpoint_failed() {
+                        watch.settle(AttemptOutcome::Failed);
+                    } else {
+                        watch.settled = true;
+                    }
+                    failure
+                }
             };
             if let Failure::Unavailable { .. } = failure {
                 span.set("http.response.status_code", 503u16);
@@ -155,6 +199,9 @@ impl Forward<'_> {
                 break;
             }
         }
+        if let Some(Failure::FirstByteTimeout { after, .. }) = last {
+            return Err(ApiError::first_byte_timeout(&pool.name, tried, after));
+        }
         let last = last.map_or_else(|| "no endpoint was tried".to_owned(), |f| f.to_string());
         Err(ApiError::upstream_unavailable(&pool.name, tried, last))
     }
@@ -168,7 +215,7 @@ impl Forward<'_> {
         headers: &hyper::HeaderMap,
         path: &str,
         span: Option<&SpanContext>,
-    ) -> Result<(Response<Incoming>, Option<Lease>, Dispatch, Instant), Failure> {
+    ) -> Result<Arrived, Failure> {
         let pool = &self.prepared.target.pool;
         let plane = &self.front.plane;
         let dispatch = match primary {
@@ -195,6 +242,42 @@ impl Forward<'_> {
             cause,
         })?;
         let dispatched = Instant::now();
+        let streamed = !self.prepared.features.buffered_response;
+        let timeout = pool
+            .first_byte_timeout
+            .for_attempt(dispatch.predicted_ttft, streamed);
+        // The first byte is awaited here, before anything reaches the client, whenever a
+        // timeout could end the wait: an attempt that runs out is retried elsewhere, and the
+        // route timeout covers the wait for the first byte (not the whole answer).
+        let wait_first = timeout.is_some() || self.deadline.is_some();
+        let answer = self.exchange(req, address, wait_first);
+        let (resp, first, lease) = match timeout {
+            None => answer.await?,
+            Some(after) => tokio::time::timeout(after, answer).await.map_err(|_| {
+                Failure::FirstByteTimeout {
+                    address: address.to_owned(),
+                    after,
+                }
+            })??,
+        };
+        Ok(Arrived {
+            resp,
+            first,
+            lease,
+            dispatch,
+            dispatched,
+        })
+    }
+
+    /// Sends `req` to `address` and reads the answer's head, then, with `wait_first`, its first
+    /// frame (an empty body has none). A 503 is a failure.
+    async fn exchange(
+        &self,
+        req: Request<Full<Bytes>>,
+        address: &str,
+        wait_first: bool,
+    ) -> Result<(Response<Incoming>, Option<Frame<Bytes>>, Option<Lease>), Failure> {
+        let pool = &self.prepared.target.pool;
         let (resp, lease) = if pool.h2c {
             let resp = self
                 .front
@@ -222,7 +305,21 @@ impl Forward<'_> {
                 address: address.to_owned(),
             });
         }
-        Ok((resp, lease, dispatch, dispatched))
+        if !wait_first || resp.body().is_end_stream() {
+            return Ok((resp, None, lease));
+        }
+        let (parts, mut body) = resp.into_parts();
+        let first = match body.frame().await {
+            None => None,
+            Some(Ok(frame)) => Some(frame),
+            Some(Err(e)) => {
+                return Err(Failure::Broken {
+                    address: address.to_owned(),
+                    cause: error_chain(&e),
+                })
+            }
+        };
+        Ok((Response::from_parts(parts, body), first, lease))
     }
 
     fn respond(
@@ -236,6 +333,7 @@ impl Forward<'_> {
             dispatch,
             address,
             dispatched,
+            first,
             why,
             span,
         } = answer;
@@ -293,7 +391,8 @@ impl Forward<'_> {
             let failed = parts.status.is_client_error() || parts.status.is_server_error();
             account.hold_limit(t, failed);
         }
-        let mut body = ProxyBody::new(body, self.deadline, sse, address.to_owned(), account);
+        let idle = self.prepared.target.pool.stream_idle_timeout;
+        let mut body = ProxyBody::new(body, first, idle, sse, address.to_owned(), account);
         if let Some(lease) = lease {
             body = body.returning(lease);
         }
@@ -306,6 +405,34 @@ impl Forward<'_> {
             }
         };
         Response::from_parts(parts, body)
+    }
+}
+
+/// One attempt's outcome for outlier detection, settled when the attempt returns. An attempt
+/// dropped unsettled once the route deadline has passed is the gateway's timeout waiting for
+/// the endpoint's answer: a failure. One dropped before it (the client went away) counts as
+/// nothing.
+struct AttemptWatch {
+    front: Arc<Front>,
+    pool: Arc<infergate_control::pool::PoolRuntime>,
+    endpoint: EndpointId,
+    deadline: Option<Instant>,
+    settled: bool,
+}
+
+impl AttemptWatch {
+    fn settle(&mut self, outcome: AttemptOutcome) {
+        self.settled = true;
+        let now = self.front.plane.clock().now();
+        self.pool.record_outcome(self.endpoint, outcome, now);
+    }
+}
+
+impl Drop for AttemptWatch {
+    fn drop(&mut self) {
+        if !self.settled && self.deadline.is_some_and(|d| Instant::now() >= d) {
+            self.settle(AttemptOutcome::Failed);
+        }
     }
 }
 

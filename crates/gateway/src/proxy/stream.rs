@@ -2,13 +2,14 @@
 //! arrives (no buffering, SSE intact), while accounting watches it go by.
 //!
 //! Once streaming has begun the status line is gone, so an upstream failure (reset, crash) or
-//! the route timeout cannot become an error status. An SSE stream then ends with one error
+//! a silence past `streamIdleTimeout` cannot become an error status. An SSE stream then ends with one error
 //! event, `data: {"error": {...}}`, which OpenAI clients raise as an error; any other body is
 //! aborted, so the client sees a truncated response rather than a hang.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
@@ -28,7 +29,12 @@ pub struct StreamError(String);
 #[derive(Debug)]
 pub struct ProxyBody {
     inner: Incoming,
-    deadline: Option<Pin<Box<Sleep>>>,
+    /// The first frame, when the proxy read it before answering; passed on first.
+    first: Option<Frame<Bytes>>,
+    /// `streamIdleTimeout`, armed once the first byte has gone (the wait for it is the route
+    /// and first-byte timeouts' business) and re-armed by every frame.
+    idle: Option<(Duration, Pin<Box<Sleep>>)>,
+    began: bool,
     sse: bool,
     done: bool,
     endpoint: String,
@@ -38,17 +44,21 @@ pub struct ProxyBody {
 }
 
 impl ProxyBody {
-    /// Wraps `inner`; `deadline` is the route timeout's end, if the pool has one.
+    /// Wraps `inner`, whose `first` frame was already read (if it was); `idle` is the pool's
+    /// `streamIdleTimeout`.
     pub fn new(
         inner: Incoming,
-        deadline: Option<tokio::time::Instant>,
+        first: Option<Frame<Bytes>>,
+        idle: Option<Duration>,
         sse: bool,
         endpoint: String,
         account: Accounting,
     ) -> Self {
         Self {
             inner,
-            deadline: deadline.map(|d| Box::pin(tokio::time::sleep_until(d))),
+            first,
+            idle: idle.map(|d| (d, Box::pin(tokio::time::sleep(d)))),
+            began: false,
             sse,
             done: false,
             endpoint,
@@ -62,6 +72,7 @@ impl ProxyBody {
     /// drops the lease, and the connection closes.
     pub fn returning(mut self, lease: Lease) -> Self {
         if self.inner.is_end_stream() {
+            // The first frame, if it is still to go, is already read: the connection is free.
             lease.release();
         } else {
             self.lease = Some(lease);
@@ -73,6 +84,20 @@ impl ProxyBody {
         if let Some(lease) = self.lease.take() {
             lease.release();
         }
+    }
+
+    /// Accounts for a frame on its way to the client and re-arms the idle timer.
+    fn passed(&mut self, frame: Frame<Bytes>) -> Frame<Bytes> {
+        if let Some(data) = frame.data_ref() {
+            self.account.on_data(data);
+            if !data.is_empty() {
+                self.began = true;
+                if let Some((after, sleep)) = self.idle.as_mut() {
+                    sleep.as_mut().reset(tokio::time::Instant::now() + *after);
+                }
+            }
+        }
+        frame
     }
 
     fn fail(&mut self, reason: String) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
@@ -113,6 +138,9 @@ impl Body for ProxyBody {
         if this.done {
             return Poll::Ready(None);
         }
+        if let Some(frame) = this.first.take() {
+            return Poll::Ready(Some(Ok(this.passed(frame))));
+        }
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(None) => {
                 this.done = true;
@@ -121,40 +149,47 @@ impl Body for ProxyBody {
                 Poll::Ready(None)
             }
             Poll::Ready(Some(Ok(frame))) => {
-                if let Some(data) = frame.data_ref() {
-                    this.account.on_data(data);
-                }
                 // hyper stops polling a body that says it has ended, so the last frame is
                 // where the connection goes back.
                 if this.inner.is_end_stream() {
                     this.release();
                 }
-                Poll::Ready(Some(Ok(frame)))
+                Poll::Ready(Some(Ok(this.passed(frame))))
             }
             Poll::Ready(Some(Err(e))) => this.fail(error_chain(&e)),
             Poll::Pending => {
-                let expired = this
-                    .deadline
-                    .as_mut()
-                    .is_some_and(|d| d.as_mut().poll(cx).is_ready());
-                if expired {
-                    this.fail("routeTimeout passed".to_owned())
-                } else {
-                    Poll::Pending
+                let expired = match this.idle.as_mut() {
+                    Some((after, sleep)) if this.began => {
+                        sleep.as_mut().poll(cx).is_ready().then_some(*after)
+                    }
+                    _ => None,
+                };
+                match expired {
+                    Some(after) => this.fail(format!("no chunk for streamIdleTimeout {after:?}")),
+                    None => Poll::Pending,
                 }
             }
         }
     }
 
     fn is_end_stream(&self) -> bool {
-        self.done || self.inner.is_end_stream()
+        self.done || (self.first.is_none() && self.inner.is_end_stream())
     }
 
     fn size_hint(&self) -> SizeHint {
-        if self.done {
-            SizeHint::with_exact(0)
-        } else {
-            self.inner.size_hint()
+        match &self.first {
+            _ if self.done => SizeHint::with_exact(0),
+            Some(f) => {
+                let first = f.data_ref().map_or(0, |d| d.len() as u64);
+                let rest = self.inner.size_hint();
+                let mut hint = SizeHint::new();
+                hint.set_lower(rest.lower().saturating_add(first));
+                if let Some(upper) = rest.upper() {
+                    hint.set_upper(upper.saturating_add(first));
+                }
+                hint
+            }
+            None => self.inner.size_hint(),
         }
     }
 }

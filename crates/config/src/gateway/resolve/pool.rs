@@ -2,7 +2,6 @@
 //! endpoints its `modelSelector` matches.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use super::Setting;
 use crate::gateway::address::EndpointAddress;
@@ -33,8 +32,10 @@ pub struct Pool {
     pub engine_type: Setting<EngineType>,
     /// Where the picker's scorers come from.
     pub picker: PickerSource,
-    /// Whole-request timeout; `None` is no timeout (`0s`, or not set).
-    pub route_timeout: Setting<Option<Duration>>,
+    /// `routeTimeout`, `firstByteTimeout` and `streamIdleTimeout`.
+    pub timeouts: crate::gateway::ResolvedTimeouts,
+    /// When endpoints that keep failing leave the picks.
+    pub outlier_detection: crate::gateway::ResolvedOutlierDetection,
     /// Write the request's band into the forwarded body as vLLM's `priority`
     /// ([`crate::gateway::Band::engine_priority`]).
     pub forward_priority: Setting<bool>,
@@ -155,11 +156,6 @@ impl Pool {
         } else {
             PickerSource::Weights(EffectiveWeights::from_weights(s.weights.as_ref()))
         };
-        let route_timeout = match s.route_timeout {
-            None => Setting::default_value(None),
-            Some(t) if t.is_zero() => Setting::set(None),
-            Some(t) => Setting::set(Some(t.get())),
-        };
         let members = endpoints
             .unwrap_or_default()
             .iter()
@@ -187,7 +183,14 @@ impl Pool {
             scheduler: Setting::or(s.scheduler, defaults::SCHEDULER),
             engine_type: Setting::or(s.engine_type, defaults::ENGINE_TYPE),
             picker,
-            route_timeout,
+            timeouts: crate::gateway::ResolvedTimeouts::new(
+                s.route_timeout,
+                s.first_byte_timeout,
+                s.stream_idle_timeout,
+            ),
+            outlier_detection: crate::gateway::ResolvedOutlierDetection::new(
+                s.outlier_detection.as_ref(),
+            ),
             forward_priority: Setting::or(s.forward_priority, defaults::FORWARD_PRIORITY),
             endpoints: members,
         }

@@ -190,7 +190,7 @@ fn defaults_are_applied_and_marked() {
     let llama = gw.pool("llama").unwrap();
     assert_eq!(llama.target_port, Setting::default_value(8000));
     assert_eq!(llama.scheduler, Setting::default_value(SchedulerKind::LlmD));
-    assert_eq!(llama.route_timeout, Setting::default_value(None));
+    assert_eq!(llama.timeouts.route, Setting::default_value(None));
     let PickerSource::Weights(w) = llama.picker else {
         panic!("weights expected")
     };
@@ -239,10 +239,10 @@ fn route_timeouts_and_written_values_resolve() {
     c.spec.schedulers[1].route_timeout = Some(GatewayDuration::parse("0s").unwrap());
     let gw = resolve(&c).unwrap();
     assert_eq!(
-        gw.pools[0].route_timeout,
+        gw.pools[0].timeouts.route,
         Setting::set(Some(std::time::Duration::from_secs(30)))
     );
-    assert_eq!(gw.pools[1].route_timeout, Setting::set(None));
+    assert_eq!(gw.pools[1].timeouts.route, Setting::set(None));
 }
 
 #[test]

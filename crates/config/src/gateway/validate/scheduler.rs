@@ -30,6 +30,9 @@ pub(super) fn check_all(spec: &GatewaySpec, statik: bool) -> Result {
     for (i, s) in spec.schedulers.iter().enumerate() {
         let at = |f: &str| format!("spec.schedulers[{i}].{f}");
         found.note(check_one(s, statik, &at));
+        if let Some(o) = &s.outlier_detection {
+            found.note(crate::gateway::outlier::check(o, &at));
+        }
         if let Some(first) = names.insert(s.name.as_str(), i) {
             found.note::<()>(Err(invalid(
                 at("name"),

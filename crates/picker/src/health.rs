@@ -1,0 +1,157 @@
+//! One endpoint's outlier state: its failure streak, how often it was ejected and until when,
+//! and the rule that moves it (Envoy's manner: several failures in a row eject for a time that
+//! doubles on each repeat; a returning endpoint is on probation, so its first failure ejects it
+//! again). How many of a pool may be out at once is the pool's question ([`crate::outlier`]).
+//!
+//! Atomics, shared by every snapshot of the pool; time is passed in, so the same code runs live
+//! and in virtual time.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use crate::clock::nanos;
+
+/// When endpoints are ejected, and for how long.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OutlierPolicy {
+    /// Failures in a row that eject an endpoint; 0 turns detection off.
+    pub consecutive_failures: u32,
+    /// The first ejection's length; each repeat doubles it.
+    pub base_ejection: Duration,
+    /// The longest ejection; also how long an endpoint must stay in before its ejections are
+    /// forgotten (the next one is a first again).
+    pub max_ejection: Duration,
+    /// The most of the pool ejected at once, in (0, 1]; at least one endpoint of a pool of two
+    /// or more may be. A pool of one is never ejected from: there is nowhere better to send.
+    pub max_ejected_share: f64,
+    /// After an ejection, how long the endpoint's share of picks takes to ramp back to whole
+    /// (Envoy's slow start with aggression 1: linear, from [`SLOW_START_FLOOR`]); zero returns
+    /// it whole at once.
+    pub slow_start: Duration,
+}
+
+/// The least share of its picks a returning endpoint keeps during slow start, so that one that
+/// came back healthy is seen to be within the first seconds (Envoy's `min_weight_percent`
+/// default is 10 %).
+pub const SLOW_START_FLOOR: f64 = 0.1;
+
+impl OutlierPolicy {
+    /// Detection off.
+    pub const OFF: OutlierPolicy = OutlierPolicy {
+        consecutive_failures: 0,
+        base_ejection: Duration::ZERO,
+        max_ejection: Duration::ZERO,
+        max_ejected_share: 0.0,
+        slow_start: Duration::ZERO,
+    };
+}
+
+/// What one attempt at an endpoint came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttemptOutcome {
+    /// It answered with a status below 500.
+    Answered,
+    /// It answered 5xx, refused or broke the connection, or did not answer in time.
+    Failed,
+}
+
+/// One endpoint's failure streak and ejections.
+///
+/// Invariant: `ejected_until` is 0 (never ejected) or the end of the last ejection, in
+/// nanoseconds plus one on the picker's clock; `ejections` counts those since the endpoint last
+/// stayed in for `max_ejection`; `slow_start` is the policy's ramp, in nanoseconds, recorded
+/// with the last ejection.
+#[derive(Debug, Default)]
+pub struct Health {
+    consecutive: AtomicU32,
+    ejections: AtomicU32,
+    ejected_until: AtomicU64,
+    slow_start: AtomicU64,
+}
+
+impl Health {
+    /// Whether the endpoint is ejected at `now`.
+    pub fn is_ejected(&self, now: Duration) -> bool {
+        let until = self.ejected_until.load(Relaxed);
+        until != 0 && nanos(now) < until - 1
+    }
+
+    /// The share of the picks that would choose it that it keeps at `now`: 0 while ejected,
+    /// ramping linearly from [`SLOW_START_FLOOR`] to 1 over the slow-start window after it
+    /// returns, 1 otherwise (never ejected, or past the ramp).
+    pub fn admitted_share(&self, now: Duration) -> f64 {
+        let until = self.ejected_until.load(Relaxed);
+        if until == 0 {
+            return 1.0;
+        }
+        let now = nanos(now);
+        let back = until - 1;
+        if now < back {
+            return 0.0;
+        }
+        let window = self.slow_start.load(Relaxed);
+        let since = now - back;
+        if since >= window {
+            return 1.0;
+        }
+        (since as f64 / window as f64).max(SLOW_START_FLOOR)
+    }
+
+    /// Failures in a row so far.
+    pub fn consecutive_failures(&self) -> u32 {
+        self.consecutive.load(Relaxed)
+    }
+
+    /// Ejections since it last stayed in long enough to forget them.
+    pub fn ejections(&self) -> u32 {
+        self.ejections.load(Relaxed)
+    }
+    /// Records an attempt's outcome; returns how long the endpoint is ejected for when this
+    /// ejected it. `room` says whether the pool may eject one more endpoint (asked only when
+    /// this failure would eject).
+    pub(crate) fn record(
+        &self,
+        outcome: AttemptOutcome,
+        now: Duration,
+        policy: &OutlierPolicy,
+        room: impl FnOnce() -> bool,
+    ) -> Option<Duration> {
+        match outcome {
+            AttemptOutcome::Answered => {
+                self.consecutive.store(0, Relaxed);
+                None
+            }
+            AttemptOutcome::Failed => {
+                let streak = self.consecutive.fetch_add(1, Relaxed) + 1;
+                let until = self.ejected_until.load(Relaxed);
+                let returned = until != 0 && nanos(now) >= until - 1;
+                // On probation (back from an ejection it has not yet outlived) one failure is
+                // enough.
+                let probation =
+                    returned && nanos(now).saturating_sub(until - 1) < nanos(policy.max_ejection);
+                if streak < policy.consecutive_failures && !probation {
+                    return None;
+                }
+                if self.is_ejected(now) || !room() {
+                    return None;
+                }
+                let previous = if returned && !probation {
+                    0
+                } else {
+                    self.ejections.load(Relaxed)
+                };
+                let ejections = previous.saturating_add(1);
+                let length = policy
+                    .base_ejection
+                    .saturating_mul(1u32 << (ejections - 1).min(16))
+                    .min(policy.max_ejection);
+                self.ejections.store(ejections, Relaxed);
+                self.slow_start.store(nanos(policy.slow_start), Relaxed);
+                self.ejected_until
+                    .store(nanos(now + length).saturating_add(1), Relaxed);
+                self.consecutive.store(0, Relaxed);
+                Some(length)
+            }
+        }
+    }
+}
