@@ -139,14 +139,14 @@ pub(crate) fn check(c: &ConnectionLimits) -> Result<(), GatewayConfigError> {
 }
 
 fn timeout(f: &mut Formatter<'_>, name: &str, s: Setting<Duration>) -> fmt::Result {
-    let value = if s.value.is_zero() {
-        "off".to_owned()
-    } else {
-        GatewayDuration::from_millis(u64::try_from(s.value.as_millis()).unwrap_or(u64::MAX))
-            .to_string()
-    };
-    let mark = if s.is_default { " (default)" } else { "" };
-    write!(f, "{name} {value}{mark}")
+    let value = s.map(|d| {
+        if d.is_zero() {
+            "off".to_owned()
+        } else {
+            GatewayDuration::from_duration(d).to_string()
+        }
+    });
+    write!(f, "{name} {value}")
 }
 
 impl Display for ResolvedConnections {

@@ -37,13 +37,13 @@ pub const OUTLIER_MAX_EJECTION: Duration = Duration::from_secs(300);
 /// `spec.schedulers[].outlierDetection.maxEjectionPercent`: half, so a fault that hits every
 /// pod at once (a bad rollout, an upstream dependency) cannot empty the pool.
 pub const OUTLIER_MAX_EJECTION_PERCENT: u32 = 50;
+/// `spec.schedulers[].outlierDetection.slowStartWindow`: the ramp back after an ejection, as
+/// long as the first ejection.
+pub const OUTLIER_SLOW_START: Duration = Duration::from_secs(10);
 /// `spec.schedulers[].streamIdleTimeout`: the longest silence between two chunks of an answer
 /// that has begun. A model server streams a token every few tens of milliseconds; a minute
 /// without one is a stalled server, not a slow one, yet leaves room for preemption and swapping.
 pub const STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
-/// `spec.schedulers[].outlierDetection.slowStartWindow`: the ramp back after an ejection, as
-/// long as the first ejection.
-pub const OUTLIER_SLOW_START: Duration = Duration::from_secs(10);
 
 /// `spec.listen.connections.maxConnections`. The listener also keeps under what the
 /// process's descriptor limit allows.

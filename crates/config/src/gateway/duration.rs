@@ -27,6 +27,11 @@ impl GatewayDuration {
         GatewayDuration(Duration::from_millis(ms))
     }
 
+    /// A resolved value, to its millisecond (the format's finest unit), for display.
+    pub fn from_duration(d: Duration) -> Self {
+        Self::from_millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+
     /// Parses the GEP-2257 form; the error says what is wrong.
     pub fn parse(text: &str) -> Result<Self, String> {
         let syntax = || {

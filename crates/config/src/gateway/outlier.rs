@@ -58,22 +58,14 @@ impl ResolvedOutlierDetection {
         if self.consecutive_failures.value == 0 {
             return "off (consecutiveFailures 0)".to_owned();
         }
-        let mark = |d: bool| if d { " (default)" } else { "" };
-        let ms = |d: Duration| {
-            GatewayDuration::from_millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        };
         format!(
-            "eject after {} failures in a row{} for {}{}, doubling to {}{}; at most {}%{} of the pool; back over {}{}",
-            self.consecutive_failures.value,
-            mark(self.consecutive_failures.is_default),
-            ms(self.base_ejection_time.value),
-            mark(self.base_ejection_time.is_default),
-            ms(self.max_ejection_time.value),
-            mark(self.max_ejection_time.is_default),
-            self.max_ejection_percent.value,
-            mark(self.max_ejection_percent.is_default),
-            ms(self.slow_start_window.value),
-            mark(self.slow_start_window.is_default),
+            "eject after {} for {}, doubling to {}; at most {} of the pool; back over {}",
+            self.consecutive_failures
+                .map(|n| format!("{n} failures in a row")),
+            self.base_ejection_time.map(GatewayDuration::from_duration),
+            self.max_ejection_time.map(GatewayDuration::from_duration),
+            self.max_ejection_percent.map(|p| format!("{p}%")),
+            self.slow_start_window.map(GatewayDuration::from_duration),
         )
     }
 }

@@ -22,7 +22,7 @@ fn mark(is_default: bool) -> &'static str {
 }
 
 fn duration(d: Duration) -> String {
-    GatewayDuration::from_millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)).to_string()
+    GatewayDuration::from_duration(d).to_string()
 }
 
 fn dur(s: Setting<Duration>) -> String {
@@ -189,23 +189,14 @@ impl ResolvedGateway {
         };
         row(f, "routeTimeout", timeout)?;
         row(f, "firstByteTimeout", t.first_byte)?;
-        let idle = if t.stream_idle.value.is_zero() {
-            "none (0s)".to_owned()
-        } else {
-            duration(t.stream_idle.value)
-        };
-        row(
-            f,
-            "streamIdleTimeout",
-            format!(
-                "{idle}{}",
-                if t.stream_idle.is_default {
-                    " (default)"
-                } else {
-                    ""
-                }
-            ),
-        )?;
+        let idle = t.stream_idle.map(|d| {
+            if d.is_zero() {
+                "none (0s)".to_owned()
+            } else {
+                duration(d)
+            }
+        });
+        row(f, "streamIdleTimeout", idle)?;
         row(f, "outliers", p.outlier_detection.summary())?;
         let forward = if p.forward_priority.value {
             "on: body `priority` Critical -1, Standard 0, Sheddable 1 (needs vLLM \
@@ -355,22 +346,6 @@ impl ResolvedGateway {
             )?;
         }
         Ok(())
-    }
-}
-
-impl<T> Setting<T> {
-    fn as_ref(&self) -> Setting<&T> {
-        Setting {
-            value: &self.value,
-            is_default: self.is_default,
-        }
-    }
-
-    fn map<U>(self, f: impl FnOnce(T) -> U) -> Setting<U> {
-        Setting {
-            value: f(self.value),
-            is_default: self.is_default,
-        }
     }
 }
 

@@ -37,6 +37,22 @@ impl<T> Setting<T> {
             None => Setting::default_value(default),
         }
     }
+
+    /// The value borrowed, marked the same.
+    pub(crate) fn as_ref(&self) -> Setting<&T> {
+        Setting {
+            value: &self.value,
+            is_default: self.is_default,
+        }
+    }
+
+    /// The value turned into another (for display), marked the same.
+    pub(crate) fn map<U>(self, f: impl FnOnce(T) -> U) -> Setting<U> {
+        Setting {
+            value: f(self.value),
+            is_default: self.is_default,
+        }
+    }
 }
 
 impl<T: Display> Display for Setting<T> {
