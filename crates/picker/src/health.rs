@@ -106,6 +106,7 @@ impl Health {
     pub fn ejections(&self) -> u32 {
         self.ejections.load(Relaxed)
     }
+
     /// Records an attempt's outcome; returns how long the endpoint is ejected for when this
     /// ejected it. `room` says whether the pool may eject one more endpoint (asked only when
     /// this failure would eject).
@@ -118,7 +119,11 @@ impl Health {
     ) -> Option<Duration> {
         match outcome {
             AttemptOutcome::Answered => {
-                self.consecutive.store(0, Relaxed);
+                // Read first: every answered request comes here, and a healthy endpoint's
+                // streak is already 0, so its cache line is not written once per request.
+                if self.consecutive.load(Relaxed) != 0 {
+                    self.consecutive.store(0, Relaxed);
+                }
                 None
             }
             AttemptOutcome::Failed => {

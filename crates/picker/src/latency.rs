@@ -144,14 +144,10 @@ impl LatencyModel {
     }
 
     /// [`Self::predict`], but only when it rests on observations — of `slot` itself, or of warm
-    /// endpoints through the fleet prior — rather than on the defaults alone.
+    /// endpoints through the fleet prior — rather than on the defaults alone. A warm `slot` is
+    /// one of the warm endpoints, so "some endpoint is warm" covers both.
     pub fn predict_informed(&self, slot: u32, f: &TtftFeatures) -> Option<f64> {
-        let own = self
-            .fits
-            .get(slot as usize)
-            .and_then(Option::as_ref)
-            .is_some_and(|fit| fit.n >= self.params.warm_after);
-        (own || self.warm_count > 0).then(|| self.predict(slot, f))
+        (self.warm_count > 0).then(|| self.predict(slot, f))
     }
 
     /// [`Self::predict`] for many requests at once, appending to `out`: the `i`-th at slot

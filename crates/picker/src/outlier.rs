@@ -5,10 +5,8 @@
 //! once. An ejected endpoint comes back on probation: its first failure ejects it again at once,
 //! so a pod that stays broken costs one request per return rather than another run of failures.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use crate::counters::EndpointCounters;
 use crate::health::{AttemptOutcome, OutlierPolicy};
 use crate::pool::Pool;
 use crate::EndpointId;
@@ -31,6 +29,7 @@ impl Pool {
             .health
             .record(outcome, now, policy, || self.room_to_eject(now, policy))
     }
+
     /// Whether one more endpoint may be ejected under the policy's share.
     fn room_to_eject(&self, now: Duration, policy: &OutlierPolicy) -> bool {
         let n = self.len();
@@ -50,9 +49,7 @@ impl Pool {
     /// ([`crate::health::Health::admitted_share`]).
     pub(crate) fn admitted_share_at(&self, position: usize, now: Duration) -> f64 {
         self.counters_at(position)
-            .map_or(1.0, |c: &Arc<EndpointCounters>| {
-                c.health.admitted_share(now)
-            })
+            .map_or(1.0, |c| c.health.admitted_share(now))
     }
 }
 

@@ -515,7 +515,7 @@ impl Picker {
         let predicted_ttft = self
             .latency
             .predict_informed(slot, &features)
-            .filter(|s| s.is_finite() && *s >= 0.0)
+            // Refuses a negative, NaN or infinite figure.
             .and_then(|s| Duration::try_from_secs_f64(s).ok());
         Ok(Dispatch {
             guard: counters.dispatch(
