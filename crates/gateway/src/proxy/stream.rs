@@ -2,9 +2,9 @@
 //! arrives (no buffering, SSE intact), while accounting watches it go by.
 //!
 //! Once streaming has begun the status line is gone, so an upstream failure (reset, crash) or
-//! a silence past `streamIdleTimeout` cannot become an error status. An SSE stream then ends with one error
-//! event, `data: {"error": {...}}`, which OpenAI clients raise as an error; any other body is
-//! aborted, so the client sees a truncated response rather than a hang.
+//! a silence past `streamIdleTimeout` cannot become an error status. An SSE stream then ends
+//! with one error event, `data: {"error": {...}}`, which OpenAI clients raise as an error; any
+//! other body is aborted, so the client sees a truncated response rather than a hang.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -31,10 +31,11 @@ pub struct ProxyBody {
     inner: Incoming,
     /// The first frame, when the proxy read it before answering; passed on first.
     first: Option<Frame<Bytes>>,
-    /// `streamIdleTimeout`, armed once the first byte has gone (the wait for it is the route
-    /// and first-byte timeouts' business) and re-armed by every frame.
-    idle: Option<(Duration, Pin<Box<Sleep>>)>,
-    began: bool,
+    /// The pool's `streamIdleTimeout`.
+    idle_after: Option<Duration>,
+    /// Its timer: made when the first byte goes (the wait for that is the route and
+    /// first-byte timeouts' business) and re-armed by every frame after.
+    idle: Option<Pin<Box<Sleep>>>,
     sse: bool,
     done: bool,
     endpoint: String,
@@ -57,8 +58,8 @@ impl ProxyBody {
         Self {
             inner,
             first,
-            idle: idle.map(|d| (d, Box::pin(tokio::time::sleep(d)))),
-            began: false,
+            idle_after: idle,
+            idle: None,
             sse,
             done: false,
             endpoint,
@@ -90,10 +91,11 @@ impl ProxyBody {
     fn passed(&mut self, frame: Frame<Bytes>) -> Frame<Bytes> {
         if let Some(data) = frame.data_ref() {
             self.account.on_data(data);
-            if !data.is_empty() {
-                self.began = true;
-                if let Some((after, sleep)) = self.idle.as_mut() {
-                    sleep.as_mut().reset(tokio::time::Instant::now() + *after);
+            if let (false, Some(after)) = (data.is_empty(), self.idle_after) {
+                let at = tokio::time::Instant::now() + after;
+                match self.idle.as_mut() {
+                    Some(sleep) => sleep.as_mut().reset(at),
+                    None => self.idle = Some(Box::pin(tokio::time::sleep_until(at))),
                 }
             }
         }
@@ -158,15 +160,15 @@ impl Body for ProxyBody {
             }
             Poll::Ready(Some(Err(e))) => this.fail(error_chain(&e)),
             Poll::Pending => {
-                let expired = match this.idle.as_mut() {
-                    Some((after, sleep)) if this.began => {
-                        sleep.as_mut().poll(cx).is_ready().then_some(*after)
+                let expired = this
+                    .idle
+                    .as_mut()
+                    .is_some_and(|sleep| sleep.as_mut().poll(cx).is_ready());
+                match (expired, this.idle_after) {
+                    (true, Some(after)) => {
+                        this.fail(format!("no chunk for streamIdleTimeout {after:?}"))
                     }
-                    _ => None,
-                };
-                match expired {
-                    Some(after) => this.fail(format!("no chunk for streamIdleTimeout {after:?}")),
-                    None => Poll::Pending,
+                    _ => Poll::Pending,
                 }
             }
         }
