@@ -45,6 +45,9 @@ pub(crate) struct Answer {
     model: String,
     admitted: Admitted,
     words: Words,
+    /// The prompt's tokens as `usage` reports them, when the engine's count is not it (a
+    /// continued answer's words so far count as the tokens they were).
+    prompt_tokens: Option<u32>,
     events: mpsc::UnboundedReceiver<Progress>,
     guard: AbortGuard,
 }
@@ -55,6 +58,7 @@ impl Answer {
         model: String,
         created: u64,
         admitted: Admitted,
+        prompt_tokens: Option<u32>,
         events: mpsc::UnboundedReceiver<Progress>,
         replica: ReplicaHandle,
     ) -> Answer {
@@ -81,7 +85,8 @@ impl Answer {
             id,
             created,
             model,
-            words: Words::new(admitted.seed),
+            words: Words::from_word(admitted.seed, admitted.first_word),
+            prompt_tokens,
             admitted,
             events,
             guard: AbortGuard {
@@ -90,6 +95,15 @@ impl Answer {
                 finished: false,
             },
         }
+    }
+
+    /// `usage` as the answer reports it.
+    fn reported(&self, mut usage: Usage) -> Usage {
+        if let Some(prompt) = self.prompt_tokens {
+            usage.prompt_tokens = prompt;
+            usage.cached_tokens = usage.cached_tokens.min(prompt);
+        }
+        usage
     }
 
     /// The answer as a stream of server-sent events.
@@ -109,7 +123,7 @@ impl Answer {
         let (reason, usage) = loop {
             match self.events.recv().await? {
                 Progress::Token { .. } => {}
-                Progress::Finished { reason, usage } => break (reason, usage),
+                Progress::Finished { reason, usage } => break (reason, self.reported(usage)),
             }
         };
         self.guard.finished = true;
@@ -331,6 +345,7 @@ impl Body for SseBody {
             match this.answer.events.poll_recv(cx) {
                 Poll::Ready(Some(Progress::Token { index })) => this.write_token(index),
                 Poll::Ready(Some(Progress::Finished { reason, usage })) => {
+                    let usage = this.answer.reported(usage);
                     this.write_end(reason, usage)
                 }
                 // The engine stopped (shutdown or crash): end the body without `[DONE]`.

@@ -117,25 +117,42 @@ pub(crate) fn plan_output(
     }
 }
 
+/// What a simulated answer of `tokens` tokens with `seed` says: the text of a request with
+/// that `seed` (and `ignore_eos`, or a length its seed drew), whole, however many endpoints it
+/// was streamed from.
+pub fn seeded_answer(seed: u64, tokens: u32) -> String {
+    Words::new(seed).text(tokens)
+}
+
 /// The words of one answer: word `i` is a pure function of the answer's seed and `i`, so a
-/// stream and a non-streamed answer with the same seed say the same thing.
+/// stream and a non-streamed answer with the same seed say the same thing, and an answer
+/// continued from word `k` ([`Words::from_word`]) says what the whole one would have after `k`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Words {
     seed: u64,
+    /// Index of the answer's first word.
+    first: u32,
 }
 
 impl Words {
     pub fn new(seed: u64) -> Words {
-        Words { seed }
+        Words { seed, first: 0 }
     }
 
-    /// Output token `index` as text: the word, preceded by a space after the first.
+    /// The words of `seed`'s answer from word `first` on.
+    pub fn from_word(seed: u64, first: u32) -> Words {
+        Words { seed, first }
+    }
+
+    /// Output token `index` (counted from the first word written here) as text: the word,
+    /// preceded by a space unless it is the answer's very first.
     pub fn token(&self, index: u32) -> (&'static str, &'static str) {
-        let word = WORDS[(mix(self.seed ^ u64::from(index)) % WORDS.len() as u64) as usize];
-        (if index == 0 { "" } else { " " }, word)
+        let at = self.first.saturating_add(index);
+        let word = WORDS[(mix(self.seed ^ u64::from(at)) % WORDS.len() as u64) as usize];
+        (if at == 0 { "" } else { " " }, word)
     }
 
-    /// The whole answer of `tokens` words.
+    /// The `tokens` words written here, as one text.
     pub fn text(&self, tokens: u32) -> String {
         let mut out = String::with_capacity(tokens as usize * 7);
         for i in 0..tokens {
@@ -189,5 +206,10 @@ mod tests {
         assert_eq!(w.text(5), Words::new(9).text(5));
         assert_eq!(w.text(5).split(' ').count(), 5);
         assert!(!w.text(1).starts_with(' '));
+        // Continued from word 2, it says what the whole answer says after its first two.
+        assert_eq!(
+            format!("{}{}", w.text(2), Words::from_word(9, 2).text(3)),
+            w.text(5)
+        );
     }
 }

@@ -57,6 +57,7 @@ mod spec;
 
 pub use error::{ApiError, SimError};
 pub use faults::{Faults, MetricsFault, Restart};
+pub use generation::seeded_answer;
 pub use prompt::{render_chat, ChatMessage};
 pub use request::{parse_request, Endpoint, InferenceRequest, Prompt};
 pub use server::{serve, serve_fleet};

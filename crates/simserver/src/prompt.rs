@@ -22,25 +22,46 @@ pub(crate) const ROLES: &[&str] = &["system", "user", "assistant", "tool", "deve
 /// Renders `messages` through a fixed Llama-3-style chat template, with the generation prompt
 /// for the assistant's answer at the end.
 pub fn render_chat(messages: &[ChatMessage]) -> String {
-    const BEGIN: &str = "<|begin_of_text|>";
-    const HEADER: (&str, &str) = ("<|start_header_id|>", "<|end_header_id|>\n\n");
-    const END: &str = "<|eot_id|>";
+    render_chat_ending(messages, ChatEnding::GenerationPrompt)
+}
+
+/// How a rendered chat ends (vLLM's `add_generation_prompt` and `continue_final_message`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChatEnding {
+    /// Every message closed, then the header that opens the assistant's answer.
+    GenerationPrompt,
+    /// Every message closed, nothing after.
+    Closed,
+    /// The last message left open, so that the model goes on writing it.
+    ContinueLast,
+}
+
+const BEGIN: &str = "<|begin_of_text|>";
+const HEADER: (&str, &str) = ("<|start_header_id|>", "<|end_header_id|>\n\n");
+const END: &str = "<|eot_id|>";
+
+/// Renders `messages` through the template, ending as `ending` says.
+pub fn render_chat_ending(messages: &[ChatMessage], ending: ChatEnding) -> String {
     let size = messages
         .iter()
         .map(|m| HEADER.0.len() + m.role.len() + HEADER.1.len() + m.content.len() + END.len())
         .sum::<usize>();
     let mut out = String::with_capacity(BEGIN.len() + size + 64);
     out.push_str(BEGIN);
-    for m in messages {
+    for (i, m) in messages.iter().enumerate() {
         out.push_str(HEADER.0);
         out.push_str(&m.role);
         out.push_str(HEADER.1);
         out.push_str(&m.content);
-        out.push_str(END);
+        if !(ending == ChatEnding::ContinueLast && i + 1 == messages.len()) {
+            out.push_str(END);
+        }
     }
-    out.push_str(HEADER.0);
-    out.push_str("assistant");
-    out.push_str(HEADER.1);
+    if ending == ChatEnding::GenerationPrompt {
+        out.push_str(HEADER.0);
+        out.push_str("assistant");
+        out.push_str(HEADER.1);
+    }
     out
 }
 
@@ -85,6 +106,16 @@ mod tests {
              <|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>\
              <|start_header_id|>assistant<|end_header_id|>\n\n"
         );
+    }
+
+    #[test]
+    fn a_continued_chat_leaves_its_last_message_open_where_the_answer_began() {
+        let messages = [msg("user", "Hi"), msg("assistant", "Hello there")];
+        let open = render_chat_ending(&messages, ChatEnding::ContinueLast);
+        let fresh = render_chat(&messages[..1]);
+        assert_eq!(open, format!("{fresh}Hello there"));
+        let closed = render_chat_ending(&messages, ChatEnding::Closed);
+        assert_eq!(closed, format!("{fresh}Hello there<|eot_id|>"));
     }
 
     #[test]

@@ -8,7 +8,9 @@
 //! the field.
 
 use crate::error::ApiError;
-use crate::prompt::{render_chat, ChatMessage, ROLES};
+use crate::generation::Words;
+use crate::prompt::{render_chat_ending, ChatEnding, ChatMessage, ROLES};
+use infergate_engine::tokens::count_tokens;
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::Value;
@@ -52,6 +54,24 @@ pub struct InferenceRequest {
     /// vLLM's `priority` (lower is served first; 0 when absent). The engine refuses a non-zero
     /// value unless it runs the priority scheduling policy.
     pub priority: i32,
+    /// `seed`: the answer (its words and, unless `ignore_eos`, its length) is a function of it,
+    /// as a seeded sampler's is.
+    pub seed: Option<u64>,
+    /// The answer this request goes on with, when it continues one.
+    pub continues: Option<Continuation>,
+}
+
+/// Where an answer a request continues left off: vLLM's `continue_final_message` (the final
+/// assistant message is the answer so far), or a completion prompt that ends with the words the
+/// request's `seed` writes (the simulated model knows its own answer, as a real one goes on
+/// with its own text). The simulated model writes one word per token, so the words so far are
+/// the tokens so far, and they count as such in the answer's `usage`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Continuation {
+    /// Tokens of the answer already written.
+    pub written: u32,
+    /// Tokens of the prompt before the answer so far.
+    pub prefix_tokens: u32,
 }
 
 #[derive(Debug, Deserialize)]
@@ -66,6 +86,9 @@ struct Body {
     max_completion_tokens: Option<u32>,
     ignore_eos: Option<bool>,
     priority: Option<i32>,
+    seed: Option<i64>,
+    continue_final_message: Option<bool>,
+    add_generation_prompt: Option<bool>,
     n: Option<u32>,
     best_of: Option<u32>,
     temperature: Option<f64>,
@@ -81,8 +104,6 @@ struct Body {
     frequency_penalty: Option<f64>,
     #[allow(dead_code)]
     repetition_penalty: Option<f64>,
-    #[allow(dead_code)]
-    seed: Option<i64>,
     #[allow(dead_code)]
     user: Option<String>,
 }
@@ -223,14 +244,25 @@ fn validate(endpoint: Endpoint, body: Body) -> Result<InferenceRequest, ApiError
         .stream_options
         .and_then(|o| o.include_usage)
         .unwrap_or(false);
-    let prompt = match endpoint {
+    // vLLM takes any integer and folds it to 64 bits.
+    let seed = body.seed.map(|s| s as u64);
+    let (prompt, continues) = match endpoint {
         Endpoint::ChatCompletions => {
             if body.prompt.is_some() {
                 return Err(ApiError::bad_request(
                     "prompt: not a chat completion field (use messages)",
                 ));
             }
-            chat_prompt(body.messages)?
+            let continuing = body.continue_final_message.unwrap_or(false);
+            let ending = match (continuing, body.add_generation_prompt.unwrap_or(true)) {
+                (true, true) => return Err(ApiError::bad_request(
+                    "Cannot set both `continue_final_message` and `add_generation_prompt` to True.",
+                )),
+                (true, false) => ChatEnding::ContinueLast,
+                (false, true) => ChatEnding::GenerationPrompt,
+                (false, false) => ChatEnding::Closed,
+            };
+            chat_prompt(body.messages, ending)?
         }
         Endpoint::Completions => {
             if body.messages.is_some() {
@@ -238,7 +270,12 @@ fn validate(endpoint: Endpoint, body: Body) -> Result<InferenceRequest, ApiError
                     "messages: not a completion field (use prompt)",
                 ));
             }
-            completion_prompt(body.prompt)?
+            let prompt = completion_prompt(body.prompt)?;
+            let continues = match (&prompt, seed) {
+                (Prompt::Text(text), Some(seed)) => own_words_at_the_end(text, seed),
+                _ => None,
+            };
+            (prompt, continues)
         }
     };
     Ok(InferenceRequest {
@@ -250,10 +287,47 @@ fn validate(endpoint: Endpoint, body: Body) -> Result<InferenceRequest, ApiError
         max_tokens,
         ignore_eos: body.ignore_eos.unwrap_or(false),
         priority: body.priority.unwrap_or(0),
+        seed,
+        continues,
     })
 }
 
-fn chat_prompt(messages: Option<Vec<Message>>) -> Result<Prompt, ApiError> {
+/// The longest answer a completion prompt is searched for (far more than a stream's resumes
+/// ever send back).
+const MAX_CONTINUED_WORDS: usize = 16_384;
+
+/// The longest run of the words `seed` writes (from its first) that `text` ends with, as a
+/// continuation; `None` when it ends with none of them.
+fn own_words_at_the_end(text: &str, seed: u64) -> Option<Continuation> {
+    let words = Words::new(seed);
+    let last = text.split_whitespace().next_back()?;
+    // No more words than the text has: each written word is at least one word of text.
+    let most = text.split_whitespace().count().min(MAX_CONTINUED_WORDS) as u32;
+    let answer = words.text(most);
+    let mut ends = Vec::with_capacity(most as usize);
+    let mut len = 0;
+    for i in 0..most {
+        let (space, word) = words.token(i);
+        len += space.len() + word.len();
+        ends.push(len);
+    }
+    // Only answers that end with the text's last word can match: compare those alone.
+    (1..=most)
+        .rev()
+        .filter(|&k| words.token(k - 1).1 == last)
+        .find_map(|k| {
+            let so_far = &answer[..ends[k as usize - 1]];
+            text.strip_suffix(so_far).map(|prefix| Continuation {
+                written: k,
+                prefix_tokens: u32::try_from(count_tokens(prefix)).unwrap_or(u32::MAX),
+            })
+        })
+}
+
+fn chat_prompt(
+    messages: Option<Vec<Message>>,
+    ending: ChatEnding,
+) -> Result<(Prompt, Option<Continuation>), ApiError> {
     let messages = messages.ok_or_else(|| ApiError::bad_request("missing field `messages`"))?;
     if messages.is_empty() {
         return Err(ApiError::bad_request("messages: must not be empty"));
@@ -272,7 +346,20 @@ fn chat_prompt(messages: Option<Vec<Message>>) -> Result<Prompt, ApiError> {
             content: m.content.map(|c| c.0).unwrap_or_default(),
         });
     }
-    Ok(Prompt::Text(render_chat(&chat)))
+    let text = render_chat_ending(&chat, ending);
+    // Continuing an assistant message: its words are the answer so far.
+    let continues = match chat.last() {
+        Some(last) if ending == ChatEnding::ContinueLast && last.role == "assistant" => {
+            let written = u32::try_from(last.content.split_whitespace().count()).unwrap_or(0);
+            let prefix = &text[..text.len() - last.content.len()];
+            Some(Continuation {
+                written,
+                prefix_tokens: u32::try_from(count_tokens(prefix)).unwrap_or(u32::MAX),
+            })
+        }
+        _ => None,
+    };
+    Ok((Prompt::Text(text), continues))
 }
 
 fn completion_prompt(prompt: Option<Value>) -> Result<Prompt, ApiError> {
@@ -355,6 +442,56 @@ mod tests {
             panic!("text prompt")
         };
         assert!(text.contains("Be brief.") && text.contains("Hi"));
+    }
+
+    #[test]
+    fn a_chat_continues_its_final_assistant_message_as_vllm_does() {
+        let body = |extra: &str| {
+            format!(
+                r#"{{"messages":[{{"role":"user","content":"Hi"}},
+                {{"role":"assistant","content":"the model server"}}],"seed":5{extra}}}"#
+            )
+        };
+        let r = chat(&body(
+            r#","continue_final_message":true,"add_generation_prompt":false"#,
+        ))
+        .unwrap();
+        assert_eq!(r.seed, Some(5));
+        let Prompt::Text(text) = &r.prompt else {
+            panic!("text prompt")
+        };
+        assert!(text.ends_with("assistant<|end_header_id|>\n\nthe model server"));
+        let c = r.continues.unwrap();
+        assert_eq!(c.written, 3);
+        assert_eq!(
+            c.prefix_tokens as usize,
+            count_tokens(&text[..text.len() - "the model server".len()])
+        );
+        assert!(message_of(chat(&body(r#","continue_final_message":true"#)))
+            .contains("Cannot set both"));
+        assert_eq!(chat(&body("")).unwrap().continues, None);
+    }
+
+    #[test]
+    fn a_completion_that_ends_with_its_seeds_words_continues_them() {
+        let words = Words::new(11);
+        let prompt = format!("Once upon a time{}", words.text(4));
+        let r = completion(&format!(
+            r#"{{"prompt":{},"seed":11}}"#,
+            Value::from(prompt)
+        ))
+        .unwrap();
+        assert_eq!(
+            r.continues,
+            Some(Continuation {
+                written: 4,
+                prefix_tokens: count_tokens("Once upon a time") as u32
+            })
+        );
+        let other = completion(r#"{"prompt":"Once upon a time","seed":11}"#).unwrap();
+        assert_eq!(other.continues, None);
+        let unseeded = completion(&format!(r#"{{"prompt":"x{}"}}"#, words.text(4))).unwrap();
+        assert_eq!(unseeded.continues, None);
     }
 
     #[test]

@@ -191,6 +191,8 @@ async fn infer(
         max_tokens: request.max_tokens,
         ignore_eos: request.ignore_eos,
         priority: request.priority,
+        seed: request.seed,
+        written: request.continues.map_or(0, |c| c.written),
         events,
     };
     let admitted = match life.replica.submit(submission).await {
@@ -202,6 +204,9 @@ async fn infer(
         model,
         unix_secs(),
         admitted,
+        request
+            .continues
+            .map(|c| c.prefix_tokens.saturating_add(c.written)),
         progress,
         life.replica.clone(),
     );

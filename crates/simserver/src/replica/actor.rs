@@ -7,7 +7,7 @@ use super::{
     SGLANG_TTFT_BUCKETS, STALL_POLL, TIMER_GRANULARITY,
 };
 use crate::error::ApiError;
-use crate::generation::plan_output;
+use crate::generation::{plan_output, OutputPlan};
 use crate::prompt::{tokenize_ids, tokenize_text};
 use crate::request::Prompt;
 use crate::spec::ReplicaSpec;
@@ -283,7 +283,28 @@ impl Actor {
             None if prompt.tokens >= max_model_len => return Err(too_long(1)),
             None => max_model_len - prompt.tokens,
         };
-        let output = plan_output(&mut self.rng, self.mean_output_tokens, cap, s.ignore_eos);
+        // A seeded answer is planned whole from its seed, as if nothing had been written: the
+        // part still to write is what a continuation writes, so an answer continued elsewhere
+        // ends where it would have.
+        let (seed, output) = match s.seed {
+            Some(seed) => {
+                let whole = plan_output(
+                    &mut SplitMix64::new(seed),
+                    self.mean_output_tokens,
+                    cap.saturating_add(s.written),
+                    s.ignore_eos,
+                );
+                let rest = OutputPlan {
+                    tokens: whole.tokens.saturating_sub(s.written).clamp(1, cap),
+                    finish: whole.finish,
+                };
+                (seed, rest)
+            }
+            None => {
+                let output = plan_output(&mut self.rng, self.mean_output_tokens, cap, s.ignore_eos);
+                (self.rng.next_u64(), output)
+            }
+        };
         let request = NewRequest {
             prompt_tokens: prompt.tokens,
             block_hashes: prompt.block_hashes,
@@ -307,7 +328,8 @@ impl Actor {
         Ok(Admitted {
             id,
             output,
-            seed: self.rng.next_u64(),
+            seed,
+            first_word: s.written,
         })
     }
 

@@ -54,6 +54,10 @@ pub(crate) struct Submission {
     pub max_tokens: Option<u32>,
     pub ignore_eos: bool,
     pub priority: i32,
+    /// The request's `seed`, which fixes the answer.
+    pub seed: Option<u64>,
+    /// Words of the answer already written, when it continues one.
+    pub written: u32,
     pub events: mpsc::UnboundedSender<Progress>,
 }
 
@@ -64,6 +68,8 @@ pub(crate) struct Admitted {
     pub output: OutputPlan,
     /// Seed of the answer's words.
     pub seed: u64,
+    /// Index of the answer's first word: the words already written when it continues one.
+    pub first_word: u32,
 }
 
 /// An adapter as `/v1/models` lists it.
