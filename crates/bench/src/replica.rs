@@ -95,6 +95,7 @@ pub(crate) fn scrape(engine: &Engine, now: Duration) -> ScrapedMetrics {
     let g = engine.gauges();
     let c = engine.counters();
     ScrapedMetrics {
+        body_fingerprint: None,
         scraped_at: now,
         waiting: Some(g.waiting as u64),
         running: Some(g.running as u64),

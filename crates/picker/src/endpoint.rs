@@ -130,6 +130,10 @@ pub struct ScrapedMetrics {
     /// `vllm:inter_token_latency_seconds`, SGLang `sglang:inter_token_latency_seconds`): two
     /// scrapes' difference is the mean gap between tokens in between.
     pub inter_token_latency: Option<LatencyTotals>,
+    /// A fingerprint of the whole `/metrics` body this was read from (any change to it changes
+    /// the fingerprint): how [`crate::Pool::update_scrape`] tells metrics that stopped moving.
+    /// `None` for metrics that were not read from a body.
+    pub body_fingerprint: Option<u64>,
 }
 
 /// A latency histogram's cumulative `_sum` (seconds) and `_count`, summed over its series.

@@ -16,8 +16,9 @@ use crate::scorer::Candidates;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Filter {
     /// `stale-metrics-filter`: excludes endpoints with no metrics or metrics older than
-    /// `max_age`; they come back as soon as a fresh scrape lands. When every candidate is stale it
-    /// keeps them all, with their metrics withheld from the scorers (never read as 0).
+    /// `max_age` (frozen metrics are as old as their last change: [`crate::Progress`]); they
+    /// come back as soon as a fresh scrape lands. When every candidate is stale it keeps them
+    /// all, with their metrics withheld from the scorers (never read as 0).
     Stale {
         /// Oldest acceptable scrape.
         max_age: Duration,

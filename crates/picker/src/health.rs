@@ -28,6 +28,10 @@ pub struct OutlierPolicy {
     /// (Envoy's slow start with aggression 1: linear, from [`SLOW_START_FLOOR`]); zero returns
     /// it whole at once.
     pub slow_start: Duration,
+    /// How long an endpoint's metrics may stay the same after this gateway sent it a request
+    /// before they count as frozen ([`crate::Progress`]): then they are stale, and, with
+    /// detection on, the endpoint is ejected as for a run of failures. Zero turns it off.
+    pub frozen_metrics_after: Duration,
 }
 
 /// The least share of its picks a returning endpoint keeps during slow start, so that one that
@@ -43,6 +47,7 @@ impl OutlierPolicy {
         max_ejection: Duration::ZERO,
         max_ejected_share: 0.0,
         slow_start: Duration::ZERO,
+        frozen_metrics_after: Duration::ZERO,
     };
 }
 
@@ -128,35 +133,57 @@ impl Health {
             }
             AttemptOutcome::Failed => {
                 let streak = self.consecutive.fetch_add(1, Relaxed) + 1;
-                let until = self.ejected_until.load(Relaxed);
-                let returned = until != 0 && nanos(now) >= until - 1;
                 // On probation (back from an ejection it has not yet outlived) one failure is
                 // enough.
-                let probation =
-                    returned && nanos(now).saturating_sub(until - 1) < nanos(policy.max_ejection);
+                let probation = self
+                    .since_return(now)
+                    .is_some_and(|since| since < nanos(policy.max_ejection));
                 if streak < policy.consecutive_failures && !probation {
                     return None;
                 }
-                if self.is_ejected(now) || !room() {
-                    return None;
-                }
-                let previous = if returned && !probation {
-                    0
-                } else {
-                    self.ejections.load(Relaxed)
-                };
-                let ejections = previous.saturating_add(1);
-                let length = policy
-                    .base_ejection
-                    .saturating_mul(1u32 << (ejections - 1).min(16))
-                    .min(policy.max_ejection);
-                self.ejections.store(ejections, Relaxed);
-                self.slow_start.store(nanos(policy.slow_start), Relaxed);
-                self.ejected_until
-                    .store(nanos(now + length).saturating_add(1), Relaxed);
-                self.consecutive.store(0, Relaxed);
-                Some(length)
+                self.eject(now, policy, room)
             }
         }
+    }
+
+    /// Ejects the endpoint now, whatever its streak (unless it is out already or the pool has
+    /// no room); returns for how long. Each ejection doubles the last one's length, unless the
+    /// endpoint stayed in for `max_ejection` since: then it is a first again.
+    pub(crate) fn eject(
+        &self,
+        now: Duration,
+        policy: &OutlierPolicy,
+        room: impl FnOnce() -> bool,
+    ) -> Option<Duration> {
+        if self.is_ejected(now) || !room() {
+            return None;
+        }
+        let forgotten = self
+            .since_return(now)
+            .is_some_and(|since| since >= nanos(policy.max_ejection));
+        let previous = if forgotten {
+            0
+        } else {
+            self.ejections.load(Relaxed)
+        };
+        let ejections = previous.saturating_add(1);
+        let length = policy
+            .base_ejection
+            .saturating_mul(1u32 << (ejections - 1).min(16))
+            .min(policy.max_ejection);
+        self.ejections.store(ejections, Relaxed);
+        self.slow_start.store(nanos(policy.slow_start), Relaxed);
+        self.ejected_until
+            .store(nanos(now + length).saturating_add(1), Relaxed);
+        self.consecutive.store(0, Relaxed);
+        Some(length)
+    }
+
+    /// Nanoseconds since the endpoint came back from its last ejection; `None` when it was never
+    /// ejected or is out now.
+    fn since_return(&self, now: Duration) -> Option<u64> {
+        let until = self.ejected_until.load(Relaxed);
+        let now = nanos(now);
+        (until != 0 && now >= until - 1).then(|| now - (until - 1))
     }
 }

@@ -81,6 +81,7 @@ mod policy;
 mod pool;
 pub mod prefix;
 mod profile;
+mod progress;
 mod request;
 mod scorer;
 mod select;
@@ -99,6 +100,7 @@ pub use picker::{Dispatch, Explanation, Pick, Picker, ScoredEndpoint, TtftTicket
 pub use policy::{Policy, SglangParams};
 pub use pool::Pool;
 pub use profile::{weighted, Profile, WeightedScorer, DEFAULT_FALLBACKS, DEFAULT_MAX_METRICS_AGE};
+pub use progress::Progress;
 pub use request::RequestFeatures;
 pub use scorer::{
     kv_headroom_score, load_aware_score, lora_affinity_score, min_max_scores, prefix_score,

@@ -30,6 +30,24 @@ impl Pool {
             .record(outcome, now, policy, || self.room_to_eject(now, policy))
     }
 
+    /// Ejects `endpoint`, whose metrics stopped moving while it had requests in flight
+    /// ([`crate::Progress::Frozen`]), as a run of failures would; returns for how long, or
+    /// `None` when detection is off, it is out already or the pool has no room.
+    pub fn eject_frozen(
+        &self,
+        endpoint: EndpointId,
+        now: Duration,
+        policy: &OutlierPolicy,
+    ) -> Option<Duration> {
+        if policy.consecutive_failures == 0 || policy.frozen_metrics_after.is_zero() {
+            return None;
+        }
+        let counters = self.counters_at(self.position(endpoint)?)?;
+        counters
+            .health
+            .eject(now, policy, || self.room_to_eject(now, policy))
+    }
+
     /// Whether one more endpoint may be ejected under the policy's share.
     fn room_to_eject(&self, now: Duration, policy: &OutlierPolicy) -> bool {
         let n = self.len();
@@ -65,6 +83,7 @@ mod tests {
         max_ejection: Duration::from_secs(300),
         max_ejected_share: 0.5,
         slow_start: Duration::from_secs(20),
+        frozen_metrics_after: Duration::from_secs(3),
     };
 
     fn pool(n: u64) -> Pool {
@@ -182,6 +201,74 @@ mod tests {
         let ramping = picks_of_0(s(15));
         assert!((180..320).contains(&ramping), "{ramping}");
         assert_eq!(picks_of_0(s(40)), 1_000, "whole again");
+    }
+
+    #[test]
+    fn metrics_frozen_though_requests_were_sent_turn_stale_and_eject_and_a_change_frees_them() {
+        use crate::scorer::Scorer;
+        use crate::{Filter, Policy, Profile, Progress, ScrapedMetrics};
+        let mut p = pool(2);
+        let profile = Profile::with_scorers("q", vec![crate::weighted(Scorer::Queue, 1.0)]);
+        let mut picker = crate::Picker::new(Policy::Weighted(profile), 7);
+        let req = crate::RequestFeatures::new("m", 100);
+        // Requests go to endpoint 0 throughout.
+        let scrape = |at: Duration, body: u64| ScrapedMetrics {
+            waiting: Some(0),
+            running: Some(0),
+            body_fingerprint: Some(body),
+            ..ScrapedMetrics::empty(at)
+        };
+        let mut progress = Vec::new();
+        for tenth in 0..=40u64 {
+            let at = Duration::from_millis(tenth * 100);
+            drop(p.all_counters()[0].dispatch(100, 0));
+            progress.push(
+                p.update_scrape(EndpointId(0), scrape(at, 1), POLICY.frozen_metrics_after)
+                    .unwrap(),
+            );
+            // Endpoint 1's body changes with every scrape.
+            p.update_scrape(
+                EndpointId(1),
+                scrape(at, tenth),
+                POLICY.frozen_metrics_after,
+            )
+            .unwrap();
+        }
+        // The first request after the first scrape went at 100 ms: frozen 3 s later.
+        assert!(progress[..31].iter().all(|g| *g == Progress::Moving));
+        assert_eq!(
+            progress[31],
+            Progress::Frozen {
+                since: Duration::ZERO,
+                newly: true
+            }
+        );
+        // Installed as of its last change, 4 s ago: the stale filter drops it, and every pick
+        // goes to endpoint 1 though both report an empty queue.
+        assert_eq!(p.metrics(EndpointId(0)).unwrap().scraped_at, Duration::ZERO);
+        let at = s(4);
+        assert!((0..50).all(|_| picker.pick(&p, &req, at).unwrap().primary == EndpointId(1)));
+        assert!(matches!(
+            picker.policy(),
+            Policy::Weighted(profile) if matches!(profile.filters[..], [Filter::Stale { .. }])
+        ));
+        // And it is ejected as a run of failures would eject it, once.
+        assert_eq!(p.eject_frozen(EndpointId(0), at, &POLICY), Some(s(10)));
+        assert_eq!(p.eject_frozen(EndpointId(0), at, &POLICY), None);
+        assert!(ejected(&p, 0, s(5)));
+        // Its body changes: fresh at once.
+        assert_eq!(
+            p.update_scrape(EndpointId(0), scrape(s(5), 2), POLICY.frozen_metrics_after)
+                .unwrap(),
+            Progress::Moving
+        );
+        assert_eq!(p.metrics(EndpointId(0)).unwrap().scraped_at, s(5));
+        // With detection off it is stale, never ejected.
+        let off = OutlierPolicy {
+            consecutive_failures: 0,
+            ..POLICY
+        };
+        assert_eq!(p.eject_frozen(EndpointId(1), at, &off), None);
     }
 
     #[test]

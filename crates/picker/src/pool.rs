@@ -14,6 +14,7 @@ use crate::clock::nanos;
 use crate::counters::{DispatchMark, EndpointCounters, LocalLoad};
 use crate::endpoint::{EndpointId, EndpointSpec, ScrapedMetrics};
 use crate::error::PoolError;
+use crate::progress::{Progress, ProgressWatch};
 
 /// `scraped_ns` of an endpoint that was never scraped.
 pub(crate) const NEVER_SCRAPED: u64 = u64::MAX;
@@ -36,6 +37,7 @@ pub(crate) struct Membership {
 #[derive(Debug, Clone, Default)]
 struct EndpointState {
     metrics: Option<ScrapedMetrics>,
+    progress: ProgressWatch,
 }
 
 /// One endpoint's scraped signals, as a pick reads them.
@@ -218,12 +220,26 @@ impl Pool {
     }
 
     /// Installs a scrape of endpoint `id`. Dispatch credit restarts from this moment, because the
-    /// scrape now reflects what was sent before it.
+    /// scrape now reflects what was sent before it. Metrics are taken as they are, however long
+    /// they stay the same ([`Pool::update_scrape`] watches for that).
     pub fn update_metrics(
         &mut self,
         id: EndpointId,
         metrics: ScrapedMetrics,
     ) -> Result<(), PoolError> {
+        self.update_scrape(id, metrics, Duration::ZERO).map(|_| ())
+    }
+
+    /// [`Pool::update_metrics`], also watching whether the endpoint's metrics still move: when
+    /// their body has stayed the same for `frozen_after` since this gateway sent it a request
+    /// ([`crate::progress`]), the scrape is installed as of the last change, so the stale
+    /// filter sees how old its figures really are. Zero turns the watch off.
+    pub fn update_scrape(
+        &mut self,
+        id: EndpointId,
+        mut metrics: ScrapedMetrics,
+        frozen_after: Duration,
+    ) -> Result<Progress, PoolError> {
         let pos = self.position(id).ok_or(PoolError::UnknownEndpoint(id))?;
         let mark = self
             .members
@@ -231,11 +247,25 @@ impl Pool {
             .get(pos)
             .map(|c| c.mark())
             .unwrap_or_default();
+        let state = self
+            .states
+            .get_mut(pos)
+            .ok_or(PoolError::UnknownEndpoint(id))?;
+        let (watch, progress) = state.progress.observe(
+            metrics.body_fingerprint,
+            mark.requests,
+            metrics.scraped_at,
+            frozen_after,
+        );
+        if let Progress::Frozen { since, .. } = progress {
+            metrics.scraped_at = since;
+        }
         self.signals.set(pos, Signals::of(&metrics, mark));
-        self.states[pos] = EndpointState {
+        *state = EndpointState {
             metrics: Some(metrics),
+            progress: watch,
         };
-        Ok(())
+        Ok(progress)
     }
 
     /// Number of endpoints.

@@ -264,6 +264,7 @@ pub fn read_metrics_with(
                 count: count.count()?,
             })
         }),
+        body_fingerprint: Some(xxhash_rust::xxh64::xxh64(body, 0)),
     };
     let mut missing = Vec::new();
     if !waiting.family_present {
