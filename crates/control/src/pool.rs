@@ -17,12 +17,13 @@ use infergate_flow::PoolState;
 use infergate_picker::metrics::Engine;
 use infergate_picker::{
     AttemptOutcome, Dispatch, EndpointId, EndpointSpec, OutlierPolicy, Pick, PickError, Picker,
-    Policy, Pool, PoolView, RequestFeatures, ScrapedMetrics, TtftTicket,
+    Policy, Pool, PoolView, Progress, RequestFeatures, ScrapedMetrics, TtftTicket,
 };
 
 use infergate_telemetry::metrics::{EndpointLabels, Metrics, PoolLabels, RetryLabels};
 use infergate_telemetry::upstream::InferencePoolLabels;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 
 use crate::admission::Admission;
@@ -63,6 +64,9 @@ pub struct PoolRuntime {
     pub scraped: bool,
     /// `forwardPriority`: the request's band goes upstream as the body's `priority`.
     pub forward_priority: bool,
+    /// `resumeStreams`: a stream whose endpoint fails after the client began to receive it
+    /// goes on at another endpoint (the HTTP front's).
+    pub resume_streams: bool,
     policy: Policy,
     snapshot: ArcSwap<Snapshot>,
     /// Held by whoever replaces the snapshot with a changed copy (a round of scrapes, a
@@ -114,6 +118,7 @@ struct EndpointCounters {
     retried_unavailable: Counter,
     retried_first_byte: Counter,
     ejections: Counter,
+    metrics_frozen: Gauge,
 }
 
 /// What one membership change did to a pool, for its log line.
@@ -177,6 +182,7 @@ fn outlier_policy(o: &infergate_config::gateway::ResolvedOutlierDetection) -> Ou
         max_ejection: o.max_ejection_time.value,
         max_ejected_share: f64::from(o.max_ejection_percent.value) / 100.0,
         slow_start: o.slow_start_window.value,
+        frozen_metrics_after: o.frozen_metrics_after.value,
     }
 }
 
@@ -203,19 +209,19 @@ impl EndpointCounters {
                 endpoint: address.to_owned(),
             })
             .clone();
-        let ejections = metrics
-            .ejections
-            .get_or_create(&EndpointLabels {
-                pool: pool.to_owned(),
-                endpoint: address.to_owned(),
-            })
-            .clone();
+        let labels = EndpointLabels {
+            pool: pool.to_owned(),
+            endpoint: address.to_owned(),
+        };
+        let ejections = metrics.ejections.get_or_create(&labels).clone();
+        let metrics_frozen = metrics.metrics_frozen.get_or_create(&labels).clone();
         Self {
             sent,
             retried_connect: retried(RetryReason::Connect),
             retried_unavailable: retried(RetryReason::Unavailable),
             retried_first_byte: retried(RetryReason::FirstByteTimeout),
             ejections,
+            metrics_frozen,
         }
     }
 }
@@ -233,6 +239,7 @@ struct PoolParts<'a> {
     outlier: OutlierPolicy,
     scraped: bool,
     forward_priority: bool,
+    resume_streams: bool,
     admission: Admission,
     policy: Policy,
     /// The endpoints discovery found.
@@ -279,6 +286,7 @@ impl PoolRuntime {
                 outlier: outlier_policy(&config.outlier_detection),
                 scraped: true,
                 forward_priority: config.forward_priority.value,
+                resume_streams: config.resume_streams.value,
                 admission: Admission::new(&config.name, gateway, true),
                 policy,
                 members,
@@ -310,6 +318,8 @@ impl PoolRuntime {
                 outlier: OutlierPolicy::OFF,
                 scraped: false,
                 forward_priority: false,
+                // Not a model server: its streams are not OpenAI answers.
+                resume_streams: false,
                 // A host that is not scraped gives flow control nothing to go on.
                 admission: Admission::new(name, gateway, false),
                 policy: Policy::RoundRobin,
@@ -333,6 +343,7 @@ impl PoolRuntime {
             outlier,
             scraped,
             forward_priority,
+            resume_streams,
             admission,
             policy,
             members,
@@ -399,6 +410,7 @@ impl PoolRuntime {
             outlier,
             scraped,
             forward_priority,
+            resume_streams,
             policy,
             snapshot: ArcSwap::from_pointee(Snapshot { pool, state }),
             writer: Mutex::new(()),
@@ -521,6 +533,28 @@ impl PoolRuntime {
         (snap, view)
     }
 
+    /// Every endpoint of the pool in the order a request should try them now: the primary and
+    /// its fallbacks, then the rest in the pool's order; nothing dispatched. For a stream that
+    /// goes on elsewhere, which has already lost the client one endpoint and would rather try
+    /// every other than give up.
+    pub fn candidates(
+        &self,
+        snap: &Snapshot,
+        req: &RequestFeatures,
+        now: Duration,
+    ) -> Result<Vec<EndpointId>, PickError> {
+        let pick = lock(&self.picker).pick(&snap.pool, req, now)?;
+        let mut order: Vec<EndpointId> = std::iter::once(pick.primary)
+            .chain(pick.fallbacks.iter().copied())
+            .collect();
+        for spec in snap.pool.specs() {
+            if !order.contains(&spec.id) {
+                order.push(spec.id);
+            }
+        }
+        Ok(order)
+    }
+
     /// Dispatches to a fallback after the primary failed before answering.
     pub fn dispatch(
         &self,
@@ -548,9 +582,19 @@ impl PoolRuntime {
         let _writing = lock_writer(&self.writer);
         let mut pool = self.snapshot.load().pool.clone();
         let landed: Vec<EndpointId> = scrapes.iter().map(|(id, _)| *id).collect();
+        let counters = self.counters.load();
         for (id, m) in scrapes {
             // An endpoint removed by a reload while its scrape was in flight: nothing to do.
-            let _ = pool.update_metrics(id, m);
+            let Ok(progress) = pool.update_scrape(id, m, self.outlier.frozen_metrics_after) else {
+                continue;
+            };
+            let frozen = matches!(progress, Progress::Frozen { .. });
+            if let Some(c) = counters.get(&id) {
+                c.metrics_frozen.set(i64::from(frozen));
+            }
+            if let Progress::Frozen { since, newly: true } = progress {
+                self.on_frozen(&pool, id, since, now, counters.get(&id));
+            }
         }
         let state = self.admission.observe(&pool, &landed, now);
         let labels = PoolLabels {
@@ -572,6 +616,37 @@ impl PoolRuntime {
             })
             .set(state.saturation.min(1.0));
         self.snapshot.store(Arc::new(Snapshot { pool, state }));
+    }
+
+    /// An endpoint whose metrics stopped moving though requests were sent there: when first
+    /// seen so, logged and ejected (and counted) as a run of failures would be: for that long it
+    /// is out even of a policy without the stale filter.
+    fn on_frozen(
+        &self,
+        pool: &Pool,
+        id: EndpointId,
+        since: Duration,
+        now: Duration,
+        counters: Option<&EndpointCounters>,
+    ) {
+        let address = pool.address(id).unwrap_or("?");
+        tracing::warn!(
+            pool = %self.name,
+            endpoint = address,
+            unchanged_for = ?now.saturating_sub(since),
+            "endpoint's metrics stopped changing though requests were sent there; they count as stale until they change"
+        );
+        if let Some(length) = pool.eject_frozen(id, now, &self.outlier) {
+            if let Some(c) = counters {
+                c.ejections.inc();
+            }
+            tracing::warn!(
+                pool = %self.name,
+                endpoint = address,
+                ejected_for = ?length,
+                "endpoint ejected: its metrics stopped changing"
+            );
+        }
     }
 
     /// Replaces the members with what discovery found now, when they differ: endpoints that

@@ -65,6 +65,8 @@ pub struct Accounting {
     limit: Option<(LimitTicket, bool)>,
     streaming: bool,
     first_seen: bool,
+    /// The answer moved to another endpoint whose first chunk has not come yet.
+    moved: bool,
     usage: UsageTap,
     capture: Option<Pending>,
     /// The request's span and the answering attempt's (empty when not traced).
@@ -115,6 +117,7 @@ impl Accounting {
             limit: None,
             streaming,
             first_seen: false,
+            moved: false,
             usage,
             capture: None,
             spans: None,
@@ -157,8 +160,22 @@ impl Accounting {
         }
     }
 
+    /// The answer goes on at another endpoint (its first failed mid-stream): the request is in
+    /// flight there now, and no longer at the first. The request's TTFT was its first
+    /// chunk's, so the continuation teaches the latency model nothing.
+    pub fn moved(&mut self, dispatch: Dispatch) {
+        self.guard = Some(dispatch.guard);
+        self.moved = true;
+    }
+
     /// A chunk passed through to the client.
     pub fn on_data(&mut self, chunk: &[u8]) {
+        if self.moved && !chunk.is_empty() {
+            self.moved = false;
+            if let Some(guard) = self.guard.as_mut() {
+                guard.first_token();
+            }
+        }
         if !self.first_seen && !chunk.is_empty() {
             self.first_seen = true;
             if let Some(guard) = self.guard.as_mut() {

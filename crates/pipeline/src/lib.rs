@@ -23,6 +23,7 @@ pub mod limit;
 pub mod parse;
 pub mod pick;
 mod prepare;
+pub mod resume;
 pub mod rewrite;
 pub mod route;
 pub mod trace;

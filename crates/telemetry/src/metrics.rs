@@ -124,6 +124,18 @@ pub struct RetryLabels {
     pub reason: String,
 }
 
+/// Labels of a stream that lost its endpoint mid-answer.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResumeLabels {
+    /// The pool.
+    pub pool: String,
+    /// The endpoint that failed.
+    pub endpoint: String,
+    /// `resumed` (another endpoint went on with it), `finished` (every token was sent: the
+    /// gateway wrote the end) or `failed` (it ended with an error event).
+    pub outcome: String,
+}
+
 /// Builds a histogram with fixed buckets; a named type because `Family` needs one.
 #[derive(Clone, Copy, Debug)]
 pub struct Buckets {
@@ -184,6 +196,8 @@ pub struct Metrics {
     pub flow_rejections: Family<FlowRejectionLabels, Counter>,
     /// Attempts that failed before the first response byte and moved to a fallback.
     pub retries: Family<RetryLabels, Counter>,
+    /// Streams whose endpoint failed after the client began to receive them, by outcome.
+    pub stream_resumes: Family<ResumeLabels, Counter>,
     /// Largest minus smallest waiting queue over the pool's fresh endpoints.
     pub queue_spread: Family<PoolLabels, Gauge<f64, AtomicU64>>,
     /// Mean saturation of the pool (1 = at the detector's thresholds).
@@ -192,6 +206,8 @@ pub struct Metrics {
     pub scrape_errors: Family<EndpointLabels, Counter>,
     /// Ejections by outlier detection, by endpoint.
     pub ejections: Family<EndpointLabels, Counter>,
+    /// 1 while an endpoint's metrics count as frozen (unchanged though requests were sent).
+    pub metrics_frozen: Family<EndpointLabels, Gauge>,
     /// Time to pick and dispatch, by pool.
     pub picker_latency: Family<PoolLabels, Histogram, Buckets>,
     /// Responses streaming now.
@@ -310,10 +326,12 @@ impl Metrics {
             flow_queue_wait: Family::new_with_constructor(LATENCY),
             flow_rejections: Family::default(),
             retries: Family::default(),
+            stream_resumes: Family::default(),
             queue_spread: Family::default(),
             saturation: Family::default(),
             scrape_errors: Family::default(),
             ejections: Family::default(),
+            metrics_frozen: Family::default(),
             picker_latency: Family::new_with_constructor(DECISION),
             in_flight: Gauge::default(),
             reloads: Family::default(),
@@ -437,6 +455,11 @@ impl Metrics {
             m.retries.clone(),
         );
         r.register(
+            "stream_resumes",
+            "Streams whose endpoint failed mid-answer: resumed elsewhere, finished by the gateway, or failed",
+            m.stream_resumes.clone(),
+        );
+        r.register(
             "pool_queue_spread",
             "Largest minus smallest waiting queue over fresh endpoints",
             m.queue_spread.clone(),
@@ -453,8 +476,13 @@ impl Metrics {
         );
         r.register(
             "endpoint_ejections",
-            "Endpoints ejected by outlier detection (failed attempts in a row)",
+            "Endpoints ejected by outlier detection (failed attempts in a row, or frozen metrics)",
             m.ejections.clone(),
+        );
+        r.register(
+            "endpoint_metrics_frozen",
+            "1 while the endpoint's metrics have not changed though requests were sent there",
+            m.metrics_frozen.clone(),
         );
         r.register(
             "picker_latency_seconds",

@@ -113,6 +113,23 @@ impl Stream {
 /// A streaming `POST path` of JSON `body` on a fresh connection: the status, the content type
 /// and each SSE event with when its frame arrived; `Err` if the connection fails or is reset.
 pub async fn stream(addr: SocketAddr, path: &str, body: &Value) -> Result<Stream, String> {
+    stream_interrupted(addr, path, body, usize::MAX, |_| async {}).await
+}
+
+/// [`stream`], running `act` once `after` events have arrived, with the answer's
+/// `x-gateway-destination-endpoint` (the endpoint that answered; empty when none is named),
+/// then reading on: how a test breaks the endpoint under a stream at a moment of its choosing.
+pub async fn stream_interrupted<F, Fut>(
+    addr: SocketAddr,
+    path: &str,
+    body: &Value,
+    after: usize,
+    act: F,
+) -> Result<Stream, String>
+where
+    F: FnOnce(String) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
     let call = async {
         let mut sender = connect(addr).await.map_err(|e| e.to_string())?;
         let sent_at = Instant::now();
@@ -126,11 +143,16 @@ pub async fn stream(addr: SocketAddr, path: &str, body: &Value) -> Result<Stream
             .await
             .map_err(|e| e.to_string())?;
         let status = response.status();
-        let content_type = response
-            .headers()
-            .get("content-type")
-            .map(|v| v.to_str().unwrap_or_default().to_owned())
-            .unwrap_or_default();
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .map(|v| v.to_str().unwrap_or_default().to_owned())
+                .unwrap_or_default()
+        };
+        let content_type = header("content-type");
+        let endpoint = header("x-gateway-destination-endpoint");
+        let mut act = Some(act);
         let mut body = response.into_body();
         let mut raw = String::new();
         let mut events = Vec::new();
@@ -151,6 +173,11 @@ pub async fn stream(addr: SocketAddr, path: &str, body: &Value) -> Result<Stream
                     .strip_prefix("data: ")
                     .unwrap_or(event.trim_end());
                 events.push((at, payload.to_owned()));
+            }
+            if events.len() >= after {
+                if let Some(act) = act.take() {
+                    act(endpoint.clone()).await;
+                }
             }
         }
         Ok(Stream {

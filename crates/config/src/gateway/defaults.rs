@@ -40,6 +40,11 @@ pub const OUTLIER_MAX_EJECTION_PERCENT: u32 = 50;
 /// `spec.schedulers[].outlierDetection.slowStartWindow`: the ramp back after an ejection, as
 /// long as the first ejection.
 pub const OUTLIER_SLOW_START: Duration = Duration::from_secs(10);
+/// `spec.schedulers[].outlierDetection.frozenMetricsAfter`: a working model server changes its
+/// metrics as soon as a request reaches it and with every engine step after (tens of
+/// milliseconds); three seconds of the same body after a request was sent is sixty scrapes at
+/// the default interval, longer than any one engine step, yet a fault is found within seconds.
+pub const OUTLIER_FROZEN_METRICS_AFTER: Duration = Duration::from_secs(3);
 /// `spec.schedulers[].streamIdleTimeout`: the longest silence between two chunks of an answer
 /// that has begun. A model server streams a token every few tens of milliseconds; a minute
 /// without one is a stalled server, not a slow one, yet leaves room for preemption and swapping.
@@ -87,6 +92,9 @@ pub const ENGINE_TYPE: EngineType = EngineType::Vllm;
 /// `spec.schedulers[].forwardPriority`: off, because vLLM's default `fcfs` policy refuses a
 /// request `priority` other than 0.
 pub const FORWARD_PRIORITY: bool = false;
+/// `spec.schedulers[].resumeStreams`: on, since a client that lost its stream has lost the
+/// whole answer, and the continuation costs only the prefill of what was already written.
+pub const RESUME_STREAMS: bool = true;
 /// `spec.schedulers[].replicas` (deployment only).
 pub const SCHEDULER_REPLICAS: u32 = 2;
 /// `spec.schedulers[].configMapRef.key`.

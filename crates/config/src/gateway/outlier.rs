@@ -23,6 +23,8 @@ pub struct ResolvedOutlierDetection {
     pub max_ejection_percent: Setting<u32>,
     /// Ramp back after an ejection; zero: none.
     pub slow_start_window: Setting<Duration>,
+    /// Metrics unchanged this long after a request was sent are stale; zero: never.
+    pub frozen_metrics_after: Setting<Duration>,
 }
 
 impl ResolvedOutlierDetection {
@@ -50,16 +52,29 @@ impl ResolvedOutlierDetection {
                 o.slow_start_window.map(GatewayDuration::get),
                 defaults::OUTLIER_SLOW_START,
             ),
+            frozen_metrics_after: Setting::or(
+                o.frozen_metrics_after.map(GatewayDuration::get),
+                defaults::OUTLIER_FROZEN_METRICS_AFTER,
+            ),
         }
     }
 
     /// One line for `infergate check`.
     pub fn summary(&self) -> String {
+        let frozen = if self.frozen_metrics_after.value.is_zero() {
+            "metrics that stop moving are not watched (frozenMetricsAfter 0s)".to_owned()
+        } else {
+            format!(
+                "metrics unchanged for {} after a request was sent count as stale",
+                self.frozen_metrics_after
+                    .map(GatewayDuration::from_duration)
+            )
+        };
         if self.consecutive_failures.value == 0 {
-            return "off (consecutiveFailures 0)".to_owned();
+            return format!("off (consecutiveFailures 0); {frozen}");
         }
         format!(
-            "eject after {} for {}, doubling to {}; at most {} of the pool; back over {}",
+            "eject after {} (or frozen metrics) for {}, doubling to {}; at most {} of the pool; back over {}; {frozen}",
             self.consecutive_failures
                 .map(|n| format!("{n} failures in a row")),
             self.base_ejection_time.map(GatewayDuration::from_duration),
@@ -123,9 +138,20 @@ mod tests {
             Setting::default_value(defaults::OUTLIER_MAX_EJECTION)
         );
         let s = r.summary();
-        assert!(s.contains("after 3 failures in a row for 5s,"), "{s}");
+        assert!(
+            s.contains("after 3 failures in a row (or frozen metrics) for 5s,"),
+            "{s}"
+        );
         assert!(s.contains("at most 34% of the pool;"), "{s}");
-        assert!(s.contains("back over 10s (default)"), "{s}");
+        assert!(s.contains("back over 10s (default);"), "{s}");
+        assert!(
+            s.contains("metrics unchanged for 3s (default) after a request was sent"),
+            "{s}"
+        );
+        let never: OutlierDetection = serde_norway::from_str("frozenMetricsAfter: 0s").unwrap();
+        assert!(ResolvedOutlierDetection::new(Some(&never))
+            .summary()
+            .contains("not watched (frozenMetricsAfter 0s)"));
         let off = OutlierDetection {
             consecutive_failures: Some(0),
             ..Default::default()

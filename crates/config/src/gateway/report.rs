@@ -209,6 +209,16 @@ impl ResolvedGateway {
             "forwardPriority",
             format!("{forward}{}", mark(p.forward_priority.is_default)),
         )?;
+        let resume = if p.resume_streams.value {
+            "on: a stream whose endpoint fails goes on at another from the tokens sent (serve)"
+        } else {
+            "off: a stream whose endpoint fails ends with an error event"
+        };
+        row(
+            f,
+            "resumeStreams",
+            format!("{resume}{}", mark(p.resume_streams.is_default)),
+        )?;
         match &p.picker {
             PickerSource::Weights(w) => {
                 let parts: Vec<String> = w

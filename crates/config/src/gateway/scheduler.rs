@@ -73,6 +73,10 @@ pub struct SchedulerSpec {
     /// priority but 0 with a 400.
     #[serde(default)]
     pub forward_priority: Option<bool>,
+    /// Resume a stream whose endpoint fails after the client began to receive it on another
+    /// endpoint, from the tokens already sent (an infergate addition, default on; `serve` only).
+    #[serde(default)]
+    pub resume_streams: Option<bool>,
     /// Endpoint Picker replicas, at least 1 (deployment only).
     #[serde(default)]
     pub replicas: Option<u32>,
@@ -212,6 +216,11 @@ pub struct OutlierDetection {
     /// `0s` returns it whole at once.
     #[serde(default)]
     pub slow_start_window: Option<GatewayDuration>,
+    /// How long an endpoint's `/metrics` may stay byte-for-byte the same after this gateway sent
+    /// it a request before its metrics count as stale (and, with detection on, it is ejected);
+    /// `0s` turns the check off.
+    #[serde(default)]
+    pub frozen_metrics_after: Option<GatewayDuration>,
 }
 
 /// `firstByteTimeout`: how long one attempt at an endpoint may take to send the first byte of

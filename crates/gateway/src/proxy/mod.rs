@@ -8,11 +8,15 @@
 //!   until the first byte, so the client has seen nothing);
 //! - any other answer, `429` included, goes to the client as it is — an endpoint's "no capacity"
 //!   is not retried, and the gateway's own 429 never reaches this point.
+//!
+//! When every endpoint the pick offered failed so, up to [`LAST_RESORT_ATTEMPTS`] of the pool's
+//! others are tried before the client gets 503.
 
 pub mod client;
 pub mod failure;
 pub mod headers;
 pub mod keepalive;
+pub mod resume;
 pub mod stream;
 
 use std::sync::Arc;
@@ -23,7 +27,7 @@ use hyper::body::{Body, Frame, Incoming};
 use hyper::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE, HOST};
 use hyper::http::request::Parts;
 use hyper::http::uri::{Authority, Scheme};
-use hyper::{Request, Response, StatusCode, Uri};
+use hyper::{HeaderMap, Method, Request, Response, StatusCode, Uri};
 use infergate_control::admission::FlowPermit;
 use infergate_control::error_chain;
 use infergate_control::limits::LimitTicket;
@@ -43,7 +47,12 @@ use crate::body::ResponseBody;
 use crate::Front;
 use failure::Failure;
 use keepalive::Lease;
+use resume::{Resume, ResumeContext};
 use stream::ProxyBody;
+
+/// Endpoints outside the pick tried, at most, once every endpoint it offered failed before
+/// answering.
+const LAST_RESORT_ATTEMPTS: usize = 2;
 
 /// One request on its way upstream.
 #[derive(Debug)]
@@ -78,7 +87,10 @@ pub struct Forward<'a> {
 struct Answer<'a> {
     lease: Option<Lease>,
     dispatch: Dispatch,
+    endpoint: EndpointId,
     address: &'a str,
+    /// The headers the request went upstream with (a continuation goes with them too).
+    headers: &'a HeaderMap,
     dispatched: Instant,
     /// The body's first frame, when it was awaited before answering.
     first: Option<Frame<Bytes>>,
@@ -122,7 +134,20 @@ impl Forward<'_> {
         let mut first = Some(first);
         let mut last: Option<Failure> = None;
         let mut tried = 0;
-        let candidates = std::iter::once(pick.primary).chain(pick.fallbacks.iter().copied());
+        let picked: Vec<EndpointId> = std::iter::once(pick.primary)
+            .chain(pick.fallbacks.iter().copied())
+            .collect();
+        // When every endpoint the pick offered failed before answering, a few of the pool's
+        // others (those its filters or outlier detection set aside) are tried before the client
+        // gets 503: nothing has been sent yet, and one set aside a while ago may be back.
+        let last_resort = snap
+            .pool
+            .specs()
+            .iter()
+            .map(|s| s.id)
+            .filter(|id| !picked.contains(id))
+            .take(LAST_RESORT_ATTEMPTS);
+        let candidates = picked.iter().copied().chain(last_resort);
         for id in candidates {
             let Some(address) = snap.pool.address(id) else {
                 continue;
@@ -163,7 +188,9 @@ impl Forward<'_> {
                     let answer = Answer {
                         lease,
                         dispatch,
+                        endpoint: id,
                         address,
+                        headers: &headers,
                         dispatched,
                         first,
                         why: why.as_ref(),
@@ -230,7 +257,7 @@ impl Forward<'_> {
             span.inject(&mut headers);
         }
         let req = build_request(
-            self.parts,
+            &self.parts.method,
             headers,
             address,
             path,
@@ -278,33 +305,7 @@ impl Forward<'_> {
         wait_first: bool,
     ) -> Result<(Response<Incoming>, Option<Frame<Bytes>>, Option<Lease>), Failure> {
         let pool = &self.prepared.target.pool;
-        let (resp, lease) = if pool.h2c {
-            let resp = self
-                .front
-                .clients
-                .h2c
-                .request(req)
-                .await
-                .map_err(|e| Failure::H2c {
-                    address: address.to_owned(),
-                    cause: error_chain(&e),
-                })?;
-            (resp, None)
-        } else {
-            let (resp, lease) = self
-                .front
-                .clients
-                .http1
-                .send(address, req)
-                .await
-                .map_err(Failure::Http1)?;
-            (resp, Some(lease))
-        };
-        if resp.status() == StatusCode::SERVICE_UNAVAILABLE {
-            return Err(Failure::Unavailable {
-                address: address.to_owned(),
-            });
-        }
+        let (resp, lease) = send_upstream(self.front, pool.h2c, req, address).await?;
         if !wait_first || resp.body().is_end_stream() {
             return Ok((resp, None, lease));
         }
@@ -331,7 +332,9 @@ impl Forward<'_> {
         let Answer {
             lease,
             dispatch,
+            endpoint,
             address,
+            headers: upstream_headers,
             dispatched,
             first,
             why,
@@ -391,8 +394,34 @@ impl Forward<'_> {
             let failed = parts.status.is_client_error() || parts.status.is_server_error();
             account.hold_limit(t, failed);
         }
-        let idle = self.prepared.target.pool.stream_idle_timeout;
+        let pool = &self.prepared.target.pool;
+        let path = self.parts.uri.path();
+        let resumable = (parts.status == StatusCode::OK && prepared.stream)
+            .then(|| ResumeContext::resumable(pool, path, sse))
+            .flatten();
+        if resumable.is_some() {
+            // A continuation changes the body's length.
+            parts.headers.remove(CONTENT_LENGTH);
+        }
+        let idle = pool.stream_idle_timeout;
         let mut body = ProxyBody::new(body, first, idle, sse, address.to_owned(), account);
+        if let Some(api) = resumable {
+            let ctx = ResumeContext {
+                front: Arc::clone(self.front),
+                pool: Arc::clone(pool),
+                features: prepared.features.clone(),
+                method: self.parts.method.clone(),
+                path: self
+                    .parts
+                    .uri
+                    .path_and_query()
+                    .map_or("/", |p| p.as_str())
+                    .to_owned(),
+                headers: upstream_headers.clone(),
+                body: self.body.clone(),
+            };
+            body = body.resuming(Resume::new(ctx, api, endpoint, address.to_owned()));
+        }
         if let Some(lease) = lease {
             body = body.returning(lease);
         }
@@ -436,12 +465,48 @@ impl Drop for AttemptWatch {
     }
 }
 
+/// Sends `req` to `address` (over h2c or a kept-alive HTTP/1.1 connection) and reads the
+/// answer's head. A 503 is a failure.
+pub(crate) async fn send_upstream(
+    front: &Front,
+    h2c: bool,
+    req: Request<Full<Bytes>>,
+    address: &str,
+) -> Result<(Response<Incoming>, Option<Lease>), Failure> {
+    let (resp, lease) = if h2c {
+        let resp = front
+            .clients
+            .h2c
+            .request(req)
+            .await
+            .map_err(|e| Failure::H2c {
+                address: address.to_owned(),
+                cause: error_chain(&e),
+            })?;
+        (resp, None)
+    } else {
+        let (resp, lease) = front
+            .clients
+            .http1
+            .send(address, req)
+            .await
+            .map_err(Failure::Http1)?;
+        (resp, Some(lease))
+    };
+    if resp.status() == StatusCode::SERVICE_UNAVAILABLE {
+        return Err(Failure::Unavailable {
+            address: address.to_owned(),
+        });
+    }
+    Ok((resp, lease))
+}
+
 /// The upstream request. HTTP/1.1 goes out as [`keepalive::Connections`] sends it: the path
 /// alone (origin form) with `Host` naming the endpoint; h2c with the full URI hyper-util's
 /// client routes by.
-fn build_request(
-    client: &Parts,
-    mut headers: hyper::HeaderMap,
+pub(crate) fn build_request(
+    method: &Method,
+    mut headers: HeaderMap,
     address: &str,
     path: &str,
     body: Bytes,
@@ -459,7 +524,7 @@ fn build_request(
         Uri::builder().path_and_query(path).build()?
     };
     let mut req = Request::new(Full::new(body));
-    *req.method_mut() = client.method.clone();
+    *req.method_mut() = method.clone();
     *req.uri_mut() = uri;
     *req.headers_mut() = headers;
     Ok(req)

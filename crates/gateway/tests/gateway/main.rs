@@ -10,6 +10,7 @@ mod control;
 mod failures;
 mod limits;
 mod outliers;
+mod resume;
 mod routing;
 mod streaming;
 mod timeouts;

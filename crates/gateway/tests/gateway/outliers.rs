@@ -173,3 +173,212 @@ async fn a_hung_pod_is_ejected_at_the_route_timeout_and_its_504s_name_it() {
     // The 504s name the pod that did not answer, not an empty endpoint.
     assert_eq!(answered(&m, bad.addr, 504), timeouts as f64, "{m}");
 }
+
+fn routed(metrics: &str, endpoint: SocketAddr) -> f64 {
+    metric_sum(
+        metrics,
+        &format!("infergate_routing_decisions_total{{pool=\"llama\",endpoint=\"{endpoint}\"}}"),
+    )
+}
+
+fn frozen(metrics: &str, endpoint: SocketAddr) -> f64 {
+    metric_sum(
+        metrics,
+        &format!("infergate_endpoint_metrics_frozen{{pool=\"llama\",endpoint=\"{endpoint}\"}}"),
+    )
+}
+
+/// Polls the gateway's metrics until `check` holds of them, for at most `limit`; returns them
+/// and how long it took, or panics.
+async fn until_metrics(
+    gw: &TestGateway,
+    limit: Duration,
+    what: &str,
+    check: impl Fn(&str) -> bool,
+) -> (String, Duration) {
+    let from = Instant::now();
+    loop {
+        let m = gw.metric_text().await;
+        if check(&m) {
+            return (m, from.elapsed());
+        }
+        assert!(from.elapsed() < limit, "{what} not within {limit:?}:\n{m}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_whose_metrics_freeze_is_found_in_seconds_then_drawn_nothing_and_healed_returns() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    // Ten times real time: a stream of 24 tokens takes some 20 ms, so each pod always has
+    // requests in flight under the load below.
+    let spec = || infergate_test_support::replicas::fast_spec(10.0);
+    let (bad, a, b) = (
+        Replica::start(spec()).await,
+        Replica::start(spec()).await,
+        Replica::start(spec()).await,
+    );
+    let addrs = [bad.addr, a.addr, b.addr];
+    let mut pool = PoolDef::new("llama", LLAMA, addrs.to_vec());
+    // The default window (3 s); a short ejection, so that the healed pod may return in time.
+    pool.extra = SHORT_EJECTIONS;
+    let gw = TestGateway::ready(&config_yaml(&[pool], "")).await;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let broken = Arc::new(Mutex::new(Vec::new()));
+    let mut clients = Vec::new();
+    for c in 0..9 {
+        let (addr, stop, broken) = (gw.addr, Arc::clone(&stop), Arc::clone(&broken));
+        clients.push(tokio::spawn(async move {
+            let mut i = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let body = chat(
+                    LLAMA,
+                    &format!("client {c} question {i}"),
+                    json!({"stream": true, "max_tokens": 24}),
+                );
+                let s = infergate_test_support::client::stream(addr, "/v1/chat/completions", &body)
+                    .await;
+                let whole = s.as_ref().is_ok_and(|s| {
+                    s.status == StatusCode::OK
+                        && s.events.last().is_some_and(|(_, e)| e == "[DONE]")
+                });
+                if !whole {
+                    broken
+                        .lock()
+                        .await
+                        .push(format!("{:?}", s.map(|s| s.status)));
+                }
+                i += 1;
+            }
+        }));
+    }
+    let all = |m: &str| addrs.iter().map(|&e| routed(m, e)).sum::<f64>();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = gw.metric_text().await;
+    assert!(routed(&before, bad.addr) > 0.0, "{before}");
+
+    // Its metrics freeze (the simulator's fault API) while it keeps serving.
+    bad.set_faults(json!({"metrics": "stale"})).await;
+    let (at_detection, detection) = until_metrics(&gw, Duration::from_secs(8), "frozen", |m| {
+        frozen(m, bad.addr) == 1.0
+    })
+    .await;
+    let frozen_share = (routed(&at_detection, bad.addr) - routed(&before, bad.addr))
+        / (all(&at_detection) - all(&before));
+    assert!(
+        detection < Duration::from_millis(4_500),
+        "found after {detection:?}"
+    );
+    assert!(ejections(&at_detection, bad.addr) >= 1.0, "{at_detection}");
+
+    // Then it draws nothing: what it still gets is what was on its way when it was found.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let later = gw.metric_text().await;
+    let (to_bad, total) = (
+        routed(&later, bad.addr) - routed(&at_detection, bad.addr),
+        all(&later) - all(&at_detection),
+    );
+    eprintln!(
+        "frozen metrics: found {detection:?} after the fault (it drew {:.0} % meanwhile); \
+         after that {to_bad} of {total} requests went to it",
+        frozen_share * 100.0
+    );
+    assert!(total >= 1_000.0, "only {total} requests after detection");
+    assert!(
+        to_bad * 100.0 < total,
+        "{to_bad} of {total} went to the frozen pod"
+    );
+    assert_eq!(
+        frozen(&later, bad.addr),
+        1.0,
+        "still frozen at rest:\n{later}"
+    );
+
+    // Healed: its metrics move again (its counters show what it served meanwhile), and it is
+    // sent work again.
+    bad.set_faults(json!({})).await;
+    let healed = routed(&later, bad.addr);
+    let (_, back) = until_metrics(&gw, Duration::from_secs(5), "traffic back", |m| {
+        frozen(m, bad.addr) == 0.0 && routed(m, bad.addr) > healed + 20.0
+    })
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    for c in clients {
+        c.await.unwrap();
+    }
+    eprintln!("healed: back within {back:?}");
+    let broken = broken.lock().await;
+    assert!(broken.is_empty(), "broken streams: {broken:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_slowed_tenfold_under_streaming_load_is_sent_less_and_no_stream_breaks() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let spec = || infergate_test_support::replicas::fast_spec(10.0);
+    let (slow, a, b) = (
+        Replica::start(spec()).await,
+        Replica::start(spec()).await,
+        Replica::start(spec()).await,
+    );
+    let addrs = [slow.addr, a.addr, b.addr];
+    let gw = TestGateway::ready(&config_yaml(
+        &[PoolDef::new("llama", LLAMA, addrs.to_vec())],
+        "",
+    ))
+    .await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let broken = Arc::new(Mutex::new(Vec::new()));
+    let mut clients = Vec::new();
+    for c in 0..9 {
+        let (addr, stop, broken) = (gw.addr, Arc::clone(&stop), Arc::clone(&broken));
+        clients.push(tokio::spawn(async move {
+            let mut i = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let body = chat(
+                    LLAMA,
+                    &format!("client {c} question {i}"),
+                    json!({"stream": true, "max_tokens": 24}),
+                );
+                let s = infergate_test_support::client::stream(addr, "/v1/chat/completions", &body)
+                    .await;
+                let whole = s.as_ref().is_ok_and(|s| {
+                    s.status == StatusCode::OK
+                        && s.events.last().is_some_and(|(_, e)| e == "[DONE]")
+                });
+                if !whole {
+                    broken
+                        .lock()
+                        .await
+                        .push(format!("{:?}", s.map(|s| s.status)));
+                }
+                i += 1;
+            }
+        }));
+    }
+    let all = |m: &str| addrs.iter().map(|&e| routed(m, e)).sum::<f64>();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Thermal throttling: every engine step of one pod takes ten times as long.
+    slow.set_faults(json!({"slowdown": 10.0})).await;
+    // Two seconds to notice, then three measured.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let from = gw.metric_text().await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let to = gw.metric_text().await;
+    stop.store(true, Ordering::Relaxed);
+    for c in clients {
+        c.await.unwrap();
+    }
+    let share = (routed(&to, slow.addr) - routed(&from, slow.addr)) / (all(&to) - all(&from));
+    eprintln!(
+        "slowed tenfold: {:.1} % of {} requests went to it (a third is its fair share)",
+        share * 100.0,
+        all(&to) - all(&from)
+    );
+    // Less than the third round-robin would send it. (A tenth of the others' speed would earn
+    // it about 5 %; the picker's default scorers weigh queues, and a slowed pod batches its
+    // requests rather than queueing them: a routing finding, not a reliability one.)
+    assert!(share < 0.30, "the slowed pod drew {:.1} %", share * 100.0);
+    let broken = broken.lock().await;
+    assert!(broken.is_empty(), "broken streams: {broken:?}");
+}

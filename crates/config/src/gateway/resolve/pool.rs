@@ -39,6 +39,8 @@ pub struct Pool {
     /// Write the request's band into the forwarded body as vLLM's `priority`
     /// ([`crate::gateway::Band::engine_priority`]).
     pub forward_priority: Setting<bool>,
+    /// Resume a stream whose endpoint fails mid-answer on another one.
+    pub resume_streams: Setting<bool>,
     /// Static discovery: the endpoints the selector matches, in `spec.endpoints` order.
     /// Kubernetes discovery: empty (pods are watched at run time).
     pub endpoints: Vec<PoolEndpoint>,
@@ -192,6 +194,7 @@ impl Pool {
                 s.outlier_detection.as_ref(),
             ),
             forward_priority: Setting::or(s.forward_priority, defaults::FORWARD_PRIORITY),
+            resume_streams: Setting::or(s.resume_streams, defaults::RESUME_STREAMS),
             endpoints: members,
         }
     }
