@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, CONTENT_TYPE, EXPECT, HOST};
+use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE, EXPECT, HOST};
 use hyper::http::request::Parts;
 use hyper::{Method, Request, Response, Version};
 use tokio::time::Instant;
@@ -27,7 +27,11 @@ use crate::Front;
 /// (inference requests are checked on their own way through, where they are counted).
 pub async fn handle(front: Arc<Front>, req: Request<Incoming>) -> Response<ResponseBody> {
     if let Err(e) = strict_http(&req) {
-        return error_response(e);
+        let mut resp = error_response(e);
+        // Whatever followed the refused request on this connection is not to be trusted.
+        resp.headers_mut()
+            .insert(CONNECTION, HeaderValue::from_static("close"));
+        return resp;
     }
     let path = req.uri().path();
     let inference_route = matches!(
@@ -52,7 +56,10 @@ pub async fn handle(front: Arc<Front>, req: Request<Incoming>) -> Response<Respo
 /// HTTP/1.1 (RFC 9112, section 3.2: a proxy that picks one of two can be told a different
 /// story than the one behind it), and no expectation but `100-continue` (RFC 9110, section
 /// 10.1.1), which hyper meets by sending `100 Continue` when the body is first read — after
-/// auth, so a refused client is never invited to send its body.
+/// auth, so a refused client is never invited to send its body. (A body framed by both
+/// `Content-Length` and `Transfer-Encoding` never gets here as such: hyper reads it by the
+/// latter, drops the former and closes the connection after the answer, as RFC 9112, section
+/// 6.3, requires.)
 fn strict_http(req: &Request<Incoming>) -> Result<(), ApiError> {
     if req.version() == Version::HTTP_11 {
         let hosts = req.headers().get_all(HOST).iter().count();

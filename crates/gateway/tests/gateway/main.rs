@@ -6,12 +6,14 @@
 mod attacks;
 mod auth;
 mod common;
+mod conformance;
 mod control;
 mod failures;
 mod limits;
 mod outliers;
 mod resume;
 mod routing;
+mod smuggling;
 mod streaming;
 mod timeouts;
 mod tls;
