@@ -1,6 +1,8 @@
-//! Outlier detection: a pod that answers 500 to everything, or hangs, is ejected after a few
-//! failures, comes back on probation, and costs under 1 % of the requests once first ejected;
-//! the failures are counted against the endpoint that caused them.
+//! Faults under streaming load, injected through the simulator's fault API: a pod that answers
+//! 500 to everything, or hangs, is ejected after a few failures, comes back on probation, and
+//! costs under 1 % of the requests once first ejected, the failures counted against it; a pod
+//! whose metrics freeze is found within seconds and then sent nothing; a slowed pod is sent
+//! less than its share.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -67,7 +69,8 @@ impl Run {
     }
 }
 
-/// Sends chat requests from `clients` concurrent clients for `length`.
+/// Sends streamed chat requests from `clients` concurrent clients for `length`. A stream that
+/// began but did not end whole (no `[DONE]`, or an error event) counts as a 502.
 async fn load(gw: &TestGateway, clients: usize, length: Duration) -> Run {
     let statuses = Arc::new(Mutex::new(Vec::new()));
     let end = Instant::now() + length;
@@ -80,17 +83,24 @@ async fn load(gw: &TestGateway, clients: usize, length: Duration) -> Run {
                 let body = chat(
                     LLAMA,
                     &format!("client {c} question {i}"),
-                    json!({"max_tokens": 2}),
+                    json!({"max_tokens": 2, "stream": true}),
                 );
-                let (s, _, _) = send_full(
-                    addr,
-                    hyper::Method::POST,
-                    "/v1/chat/completions",
-                    Some(body.to_string()),
-                    &[],
-                )
-                .await;
-                statuses.lock().await.push(s);
+                let s = infergate_test_support::client::stream(addr, "/v1/chat/completions", &body)
+                    .await;
+                let status = match s {
+                    Err(_) => StatusCode::BAD_GATEWAY,
+                    Ok(s) if s.status != StatusCode::OK => s.status,
+                    Ok(s) => {
+                        let whole = s.events.last().is_some_and(|(_, e)| e == "[DONE]")
+                            && !s.raw.contains("\"error\"");
+                        if whole {
+                            StatusCode::OK
+                        } else {
+                            StatusCode::BAD_GATEWAY
+                        }
+                    }
+                };
+                statuses.lock().await.push(status);
                 i += 1;
             }
         }));
