@@ -184,6 +184,67 @@ async fn a_hung_pod_is_ejected_at_the_route_timeout_and_its_504s_name_it() {
     assert_eq!(answered(&m, bad.addr, 504), timeouts as f64, "{m}");
 }
 
+/// Clients streaming chats of 24 tokens back to back until stopped; each stream that does not
+/// end whole is noted.
+struct StreamingClients {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    broken: Arc<Mutex<Vec<String>>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl StreamingClients {
+    fn start(addr: SocketAddr, clients: usize) -> Self {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let broken = Arc::new(Mutex::new(Vec::new()));
+        let tasks = (0..clients)
+            .map(|c| {
+                let (stop, broken) = (Arc::clone(&stop), Arc::clone(&broken));
+                tokio::spawn(async move {
+                    let mut i = 0;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let body = chat(
+                            LLAMA,
+                            &format!("client {c} question {i}"),
+                            json!({"stream": true, "max_tokens": 24}),
+                        );
+                        let s = infergate_test_support::client::stream(
+                            addr,
+                            "/v1/chat/completions",
+                            &body,
+                        )
+                        .await;
+                        let whole = s.as_ref().is_ok_and(|s| {
+                            s.status == StatusCode::OK
+                                && s.events.last().is_some_and(|(_, e)| e == "[DONE]")
+                        });
+                        if !whole {
+                            broken
+                                .lock()
+                                .await
+                                .push(format!("{:?}", s.map(|s| s.status)));
+                        }
+                        i += 1;
+                    }
+                })
+            })
+            .collect();
+        Self {
+            stop,
+            broken,
+            tasks,
+        }
+    }
+
+    /// Stops them once their streams in progress end; the broken streams.
+    async fn stop(self) -> Vec<String> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.tasks {
+            t.await.unwrap();
+        }
+        std::mem::take(&mut *self.broken.lock().await)
+    }
+}
+
 fn routed(metrics: &str, endpoint: SocketAddr) -> f64 {
     metric_sum(
         metrics,
@@ -219,7 +280,6 @@ async fn until_metrics(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_whose_metrics_freeze_is_found_in_seconds_then_drawn_nothing_and_healed_returns() {
-    use std::sync::atomic::{AtomicBool, Ordering};
     // Ten times real time: a stream of 24 tokens takes some 20 ms, so each pod always has
     // requests in flight under the load below.
     let spec = || infergate_test_support::replicas::fast_spec(10.0);
@@ -234,35 +294,7 @@ async fn a_pod_whose_metrics_freeze_is_found_in_seconds_then_drawn_nothing_and_h
     pool.extra = SHORT_EJECTIONS;
     let gw = TestGateway::ready(&config_yaml(&[pool], "")).await;
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let broken = Arc::new(Mutex::new(Vec::new()));
-    let mut clients = Vec::new();
-    for c in 0..9 {
-        let (addr, stop, broken) = (gw.addr, Arc::clone(&stop), Arc::clone(&broken));
-        clients.push(tokio::spawn(async move {
-            let mut i = 0;
-            while !stop.load(Ordering::Relaxed) {
-                let body = chat(
-                    LLAMA,
-                    &format!("client {c} question {i}"),
-                    json!({"stream": true, "max_tokens": 24}),
-                );
-                let s = infergate_test_support::client::stream(addr, "/v1/chat/completions", &body)
-                    .await;
-                let whole = s.as_ref().is_ok_and(|s| {
-                    s.status == StatusCode::OK
-                        && s.events.last().is_some_and(|(_, e)| e == "[DONE]")
-                });
-                if !whole {
-                    broken
-                        .lock()
-                        .await
-                        .push(format!("{:?}", s.map(|s| s.status)));
-                }
-                i += 1;
-            }
-        }));
-    }
+    let clients = StreamingClients::start(gw.addr, 9);
     let all = |m: &str| addrs.iter().map(|&e| routed(m, e)).sum::<f64>();
     tokio::time::sleep(Duration::from_secs(1)).await;
     let before = gw.metric_text().await;
@@ -313,18 +345,13 @@ async fn a_pod_whose_metrics_freeze_is_found_in_seconds_then_drawn_nothing_and_h
         frozen(m, bad.addr) == 0.0 && routed(m, bad.addr) > healed + 20.0
     })
     .await;
-    stop.store(true, Ordering::Relaxed);
-    for c in clients {
-        c.await.unwrap();
-    }
+    let broken = clients.stop().await;
     eprintln!("healed: back within {back:?}");
-    let broken = broken.lock().await;
     assert!(broken.is_empty(), "broken streams: {broken:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_slowed_tenfold_under_streaming_load_is_sent_less_and_no_stream_breaks() {
-    use std::sync::atomic::{AtomicBool, Ordering};
     let spec = || infergate_test_support::replicas::fast_spec(10.0);
     let (slow, a, b) = (
         Replica::start(spec()).await,
@@ -337,35 +364,7 @@ async fn a_pod_slowed_tenfold_under_streaming_load_is_sent_less_and_no_stream_br
         "",
     ))
     .await;
-    let stop = Arc::new(AtomicBool::new(false));
-    let broken = Arc::new(Mutex::new(Vec::new()));
-    let mut clients = Vec::new();
-    for c in 0..9 {
-        let (addr, stop, broken) = (gw.addr, Arc::clone(&stop), Arc::clone(&broken));
-        clients.push(tokio::spawn(async move {
-            let mut i = 0;
-            while !stop.load(Ordering::Relaxed) {
-                let body = chat(
-                    LLAMA,
-                    &format!("client {c} question {i}"),
-                    json!({"stream": true, "max_tokens": 24}),
-                );
-                let s = infergate_test_support::client::stream(addr, "/v1/chat/completions", &body)
-                    .await;
-                let whole = s.as_ref().is_ok_and(|s| {
-                    s.status == StatusCode::OK
-                        && s.events.last().is_some_and(|(_, e)| e == "[DONE]")
-                });
-                if !whole {
-                    broken
-                        .lock()
-                        .await
-                        .push(format!("{:?}", s.map(|s| s.status)));
-                }
-                i += 1;
-            }
-        }));
-    }
+    let clients = StreamingClients::start(gw.addr, 9);
     let all = |m: &str| addrs.iter().map(|&e| routed(m, e)).sum::<f64>();
     tokio::time::sleep(Duration::from_secs(1)).await;
     // Thermal throttling: every engine step of one pod takes ten times as long.
@@ -375,10 +374,7 @@ async fn a_pod_slowed_tenfold_under_streaming_load_is_sent_less_and_no_stream_br
     let from = gw.metric_text().await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let to = gw.metric_text().await;
-    stop.store(true, Ordering::Relaxed);
-    for c in clients {
-        c.await.unwrap();
-    }
+    let broken = clients.stop().await;
     let share = (routed(&to, slow.addr) - routed(&from, slow.addr)) / (all(&to) - all(&from));
     eprintln!(
         "slowed tenfold: {:.1} % of {} requests went to it (a third is its fair share)",
@@ -389,6 +385,5 @@ async fn a_pod_slowed_tenfold_under_streaming_load_is_sent_less_and_no_stream_br
     // it about 5 %; the picker's default scorers weigh queues, and a slowed pod batches its
     // requests rather than queueing them: a routing finding, not a reliability one.)
     assert!(share < 0.30, "the slowed pod drew {:.1} %", share * 100.0);
-    let broken = broken.lock().await;
     assert!(broken.is_empty(), "broken streams: {broken:?}");
 }
