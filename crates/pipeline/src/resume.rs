@@ -9,7 +9,12 @@
 //! whole events ([`EventFramer`]), so a stream cut at any byte leaves it at an event boundary
 //! and the continuation's first event follows on cleanly.
 
+use std::borrow::Cow;
+
 use bytes::{Bytes, BytesMut};
+use serde::de::IgnoredAny;
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 /// The OpenAI API a streamed answer belongs to.
@@ -95,28 +100,93 @@ impl EventFramer {
     }
 }
 
-/// Each event's `data` payload, in order (its `data:` lines joined by newlines).
-fn payloads(events: &[u8]) -> impl Iterator<Item = String> + '_ {
-    let text = String::from_utf8_lossy(events).into_owned();
-    let mut out = Vec::new();
-    let mut data: Vec<&str> = Vec::new();
+/// Calls `each` with every event's `data` payload, in order (its `data:` lines joined by
+/// newlines; borrowed when the event has one, as every model server writes them).
+fn for_each_payload(events: &[u8], mut each: impl FnMut(&str)) {
+    // Checked at full speed; only a stream that is not UTF-8 pays for the lossy copy.
+    let text = match std::str::from_utf8(events) {
+        Ok(text) => Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(events),
+    };
+    let mut lines: Vec<&str> = Vec::new();
+    let mut flush = |lines: &mut Vec<&str>| match lines.len() {
+        0 => {}
+        1 => {
+            each(lines[0]);
+            lines.clear();
+        }
+        _ => {
+            each(&lines.join("\n"));
+            lines.clear();
+        }
+    };
     for line in text.split('\n') {
         let line = line.strip_suffix('\r').unwrap_or(line);
         if line.is_empty() {
-            if !data.is_empty() {
-                out.push(data.join("\n"));
-                data.clear();
-            }
+            flush(&mut lines);
             continue;
         }
         if let Some(value) = line.strip_prefix("data:") {
-            data.push(value.strip_prefix(' ').unwrap_or(value));
+            lines.push(value.strip_prefix(' ').unwrap_or(value));
         }
     }
-    if !data.is_empty() {
-        out.push(data.join("\n"));
-    }
-    out.into_iter()
+    flush(&mut lines);
+}
+
+/// Each event's `data` payload, in order.
+fn payloads(events: &[u8]) -> Vec<String> {
+    let mut out = Vec::new();
+    for_each_payload(events, |p| out.push(p.to_owned()));
+    out
+}
+
+/// One chunk of a streamed answer, as much of it as the transcript reads (borrowed from the
+/// event: a typed read is several times cheaper than a `Value`).
+#[derive(Deserialize)]
+struct ChunkIn<'a> {
+    #[serde(default, borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    created: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    choices: Vec<ChoiceIn<'a>>,
+    #[serde(default)]
+    usage: Option<UsageIn>,
+    #[serde(default)]
+    error: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct UsageIn {
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct ChoiceIn<'a> {
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(default, borrow)]
+    finish_reason: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    delta: Option<DeltaIn<'a>>,
+    #[serde(default, borrow)]
+    text: Option<Cow<'a, str>>,
+}
+
+/// A chat delta: its text, and what would make the answer more than text.
+#[derive(Deserialize)]
+struct DeltaIn<'a> {
+    #[serde(default, borrow)]
+    content: Option<Cow<'a, str>>,
+    #[serde(default)]
+    tool_calls: Option<Vec<IgnoredAny>>,
+    #[serde(default)]
+    function_call: Option<IgnoredAny>,
+    #[serde(default, borrow)]
+    reasoning_content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning: Option<Cow<'a, str>>,
 }
 
 /// Whole events the transcript keeps unread before reading them: most answers end before this
@@ -190,9 +260,7 @@ impl Transcript {
 
     fn read(&mut self) {
         let unread = std::mem::take(&mut self.unread);
-        for payload in payloads(&unread) {
-            self.read_event(&payload);
-        }
+        for_each_payload(&unread, |payload| self.read_event(payload));
     }
 
     fn read_event(&mut self, payload: &str) {
@@ -200,55 +268,58 @@ impl Transcript {
             self.ended = true;
             return;
         }
-        let Ok(Value::Object(chunk)) = serde_json::from_str::<Value>(payload) else {
+        if !payload.trim_start().starts_with('{') {
             return;
+        }
+        let chunk: ChunkIn<'_> = match serde_json::from_str(payload) {
+            Ok(c) => c,
+            Err(_) => {
+                self.cannot = Some("an event of the answer could not be read");
+                return;
+            }
         };
-        if chunk.contains_key("error") {
+        if chunk.error.is_some() {
             self.ended = true;
             return;
         }
         if self.id.is_none() {
-            self.id = chunk.get("id").and_then(Value::as_str).map(str::to_owned);
-            self.created = chunk.get("created").cloned();
+            self.id = chunk.id.map(Cow::into_owned);
+            self.created = chunk
+                .created
+                .and_then(|raw| serde_json::from_str(raw.get()).ok());
         }
-        if let Some(n) = chunk
-            .get("usage")
-            .and_then(|u| u.get("completion_tokens"))
-            .and_then(Value::as_u64)
-        {
+        if let Some(n) = chunk.usage.and_then(|u| u.completion_tokens) {
             self.tokens = u32::try_from(n).unwrap_or(u32::MAX);
         }
-        let Some(choices) = chunk.get("choices").and_then(Value::as_array) else {
-            return;
-        };
-        for choice in choices {
-            if choice.get("index").and_then(Value::as_u64).unwrap_or(0) != 0 {
+        for choice in chunk.choices {
+            if choice.index.unwrap_or(0) != 0 {
                 self.cannot = Some("the answer has more than one choice");
                 continue;
             }
-            if choice.get("finish_reason").is_some_and(|f| !f.is_null()) {
+            if choice.finish_reason.is_some() {
                 self.ended = true;
             }
             let piece = match self.api {
                 Api::Chat => {
-                    let Some(delta) = choice.get("delta").and_then(Value::as_object) else {
+                    let Some(delta) = choice.delta else {
                         continue;
                     };
-                    for (key, value) in delta {
-                        let empty = value.is_null()
-                            || value.as_str().is_some_and(str::is_empty)
-                            || value.as_array().is_some_and(Vec::is_empty);
-                        if !matches!(key.as_str(), "role" | "content") && !empty {
-                            self.cannot =
-                                Some("the answer carries more than text (tool calls or reasoning)");
-                        }
+                    let nonempty =
+                        |v: &Option<Cow<'_, str>>| v.as_deref().is_some_and(|t| !t.is_empty());
+                    if delta.tool_calls.is_some_and(|c| !c.is_empty())
+                        || delta.function_call.is_some()
+                        || nonempty(&delta.reasoning_content)
+                        || nonempty(&delta.reasoning)
+                    {
+                        self.cannot =
+                            Some("the answer carries more than text (tool calls or reasoning)");
                     }
-                    delta.get("content").and_then(Value::as_str)
+                    delta.content
                 }
-                Api::Completions => choice.get("text").and_then(Value::as_str),
+                Api::Completions => choice.text,
             };
             if let Some(piece) = piece.filter(|p| !p.is_empty()) {
-                self.text.push_str(piece);
+                self.text.push_str(&piece);
                 self.counted_events += 1;
                 self.tokens = self.tokens.max(self.counted_events);
             }
@@ -573,7 +644,7 @@ mod tests {
             event(&usage)
         );
         let out = String::from_utf8(splice.rewrite(events.as_bytes()).to_vec()).unwrap();
-        let chunks: Vec<String> = payloads(out.as_bytes()).collect();
+        let chunks: Vec<String> = payloads(out.as_bytes());
         assert_eq!(chunks.len(), 4, "{out}");
         let first: Value = serde_json::from_str(&chunks[0]).unwrap();
         assert_eq!(first["id"], "chatcmpl-1");
@@ -602,7 +673,7 @@ mod tests {
         let Continuation::Finish(end) = t.continuation(body.to_string().as_bytes()).unwrap() else {
             panic!("the end")
         };
-        let chunks: Vec<String> = payloads(&end).collect();
+        let chunks: Vec<String> = payloads(&end);
         let last: Value = serde_json::from_str(&chunks[0]).unwrap();
         assert_eq!(last["id"], "cmpl-1");
         assert_eq!(last["choices"][0]["finish_reason"], "length");
