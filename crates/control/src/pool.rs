@@ -202,17 +202,11 @@ impl EndpointCounters {
                 })
                 .clone()
         };
-        let sent = metrics
-            .routing_decisions
-            .get_or_create(&EndpointLabels {
-                pool: pool.to_owned(),
-                endpoint: address.to_owned(),
-            })
-            .clone();
         let labels = EndpointLabels {
             pool: pool.to_owned(),
             endpoint: address.to_owned(),
         };
+        let sent = metrics.routing_decisions.get_or_create(&labels).clone();
         let ejections = metrics.ejections.get_or_create(&labels).clone();
         let metrics_frozen = metrics.metrics_frozen.get_or_create(&labels).clone();
         Self {
@@ -544,15 +538,7 @@ impl PoolRuntime {
         now: Duration,
     ) -> Result<Vec<EndpointId>, PickError> {
         let pick = lock(&self.picker).pick(&snap.pool, req, now)?;
-        let mut order: Vec<EndpointId> = std::iter::once(pick.primary)
-            .chain(pick.fallbacks.iter().copied())
-            .collect();
-        for spec in snap.pool.specs() {
-            if !order.contains(&spec.id) {
-                order.push(spec.id);
-            }
-        }
-        Ok(order)
+        Ok(pick.then_the_rest(&snap.pool).collect())
     }
 
     /// Dispatches to a fallback after the primary failed before answering.

@@ -226,7 +226,7 @@ async fn serve(
     let limit = prepared.limit.take();
     let forward = Forward {
         front,
-        prepared: &prepared,
+        prepared: &mut prepared,
         parts,
         body,
         started,

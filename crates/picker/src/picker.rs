@@ -55,6 +55,21 @@ pub struct Pick {
     pub explanation: Option<Box<Explanation>>,
 }
 
+impl Pick {
+    /// Every endpoint of `pool` in the order to try them: the primary and the fallbacks, then
+    /// the pool's others in its order (those the filters or outlier detection set aside), for a
+    /// request that would rather try one of those than give up.
+    pub fn then_the_rest<'a>(&'a self, pool: &'a Pool) -> impl Iterator<Item = EndpointId> + 'a {
+        let offered = std::iter::once(self.primary).chain(self.fallbacks.iter().copied());
+        let rest = pool
+            .specs()
+            .iter()
+            .map(|s| s.id)
+            .filter(move |id| *id != self.primary && !self.fallbacks.contains(id));
+        offered.chain(rest)
+    }
+}
+
 /// Why a pick chose what it chose: every candidate's score, its parts, and what the filters
 /// removed. Asked for per pick ([`Picker::pick_explained`]); a plain pick builds none.
 #[derive(Debug, Clone, PartialEq, Default)]

@@ -1,7 +1,8 @@
 //! What keeping a stream resumable costs per event, for counting with callgrind: the same
 //! vLLM-shaped streams are passed through with nothing kept (`pass`), through the event framer
 //! and the transcript as the HTTP front does for every resumable stream (`keep`), and, for
-//! `resume`, then turned into their continuation requests as at a failure. The difference in
+//! `resume`, then turned into their continuation requests as at a failure. Each stream ends
+//! with `[DONE]`, and is asked whether it ended, as the front asks. The difference in
 //! instructions between two modes, over the events, is the cost per event.
 //!
 //! ```text
@@ -32,6 +33,7 @@ fn main() {
                 "data: {{\"id\":\"chatcmpl-0123456789abcdef\",\"object\":\"chat.completion.chunk\",\"created\":1796422332,\"model\":\"meta-llama/Llama-3.1-8B-Instruct\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\" w{i}\"}},\"logprobs\":null,\"finish_reason\":null}}]}}\n\n"
             ))
         })
+        .chain(std::iter::once(Bytes::from_static(b"data: [DONE]\n\n")))
         .collect();
     let request = br#"{"model":"meta-llama/Llama-3.1-8B-Instruct","messages":[{"role":"user","content":"Tell me about routers."}],"stream":true,"max_tokens":512}"#;
     let mut passed = 0usize;
@@ -48,6 +50,10 @@ fn main() {
                     passed += whole.len();
                 }
             }
+        }
+        // As the HTTP front asks when the upstream's body ends.
+        if mode != "pass" {
+            assert!(transcript.ended());
         }
         if mode == "resume" {
             let c = transcript.continuation(request).expect("resumable");

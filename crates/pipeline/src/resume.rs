@@ -189,13 +189,23 @@ struct DeltaIn<'a> {
     reasoning: Option<Cow<'a, str>>,
 }
 
+/// Whether the last of `events` is `data: [DONE]`.
+fn ends_with_done(events: &[u8]) -> bool {
+    let trimmed = events.trim_ascii_end();
+    trimmed
+        .strip_suffix(b"[DONE]")
+        .map(<[u8]>::trim_ascii_end)
+        .is_some_and(|before| before.ends_with(b"data:"))
+}
+
 /// Whole events the transcript keeps unread before reading them: most answers end before this
 /// and are never read at all; a longer one is read in steps of this size.
 const UNREAD_LIMIT: usize = 16 * 1024;
 
 /// What the client has been sent of one streamed answer.
 ///
-/// Invariant: `text` and `tokens` cover the events recorded before `unread`.
+/// Invariant: `text` and `tokens` cover the events recorded before `unread`; `ended` may be
+/// set by a `[DONE]` still unread.
 #[derive(Debug)]
 pub struct Transcript {
     api: Api,
@@ -253,6 +263,11 @@ impl Transcript {
     /// Records whole events on their way to the client.
     pub fn record(&mut self, events: &[u8]) {
         self.unread.extend_from_slice(events);
+        // The usual end, `[DONE]`, is seen here without reading a thing, so that a stream that
+        // ends normally is never read at all.
+        if ends_with_done(events) {
+            self.ended = true;
+        }
         if self.unread.len() >= UNREAD_LIMIT {
             self.read();
         }
@@ -326,9 +341,12 @@ impl Transcript {
         }
     }
 
-    /// Whether the client has seen the answer end (so a failure now loses nothing).
+    /// Whether the client has seen the answer end (so a failure now loses nothing). Reads what
+    /// is unread only when no `[DONE]` came: an answer may also end by its finish reason.
     pub fn ended(&mut self) -> bool {
-        self.read();
+        if !self.ended {
+            self.read();
+        }
         self.ended
     }
 
@@ -709,6 +727,16 @@ mod tests {
         end["choices"][0]["finish_reason"] = json!("stop");
         done.record(event(&end).as_bytes());
         assert!(done.ended());
+    }
+
+    #[test]
+    fn an_answer_that_ends_with_done_is_known_to_have_ended_without_being_read() {
+        let mut t = Transcript::new(Api::Chat);
+        t.record(event(&chat_chunk("a")).as_bytes());
+        assert!(!t.ended());
+        t.record(b"data: [DONE]\n\n");
+        assert!(t.ended());
+        assert!(!t.unread.is_empty(), "nothing was read");
     }
 
     #[test]

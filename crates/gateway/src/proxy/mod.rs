@@ -60,7 +60,7 @@ pub struct Forward<'a> {
     /// The front.
     pub front: &'a Arc<Front>,
     /// The request as the pipeline prepared it: target, features, model, the model to restore.
-    pub prepared: &'a Prepared,
+    pub prepared: &'a mut Prepared,
     /// The client's request head.
     pub parts: &'a Parts,
     /// The body, forwarded as received (or with its model rewritten).
@@ -90,7 +90,7 @@ struct Answer<'a> {
     endpoint: EndpointId,
     address: &'a str,
     /// The headers the request went upstream with (a continuation goes with them too).
-    headers: &'a HeaderMap,
+    headers: HeaderMap,
     dispatched: Instant,
     /// The body's first frame, when it was awaited before answering.
     first: Option<Frame<Bytes>>,
@@ -134,20 +134,13 @@ impl Forward<'_> {
         let mut first = Some(first);
         let mut last: Option<Failure> = None;
         let mut tried = 0;
-        let picked: Vec<EndpointId> = std::iter::once(pick.primary)
-            .chain(pick.fallbacks.iter().copied())
-            .collect();
         // When every endpoint the pick offered failed before answering, a few of the pool's
         // others (those its filters or outlier detection set aside) are tried before the client
         // gets 503: nothing has been sent yet, and one set aside a while ago may be back.
-        let last_resort = snap
-            .pool
-            .specs()
-            .iter()
-            .map(|s| s.id)
-            .filter(|id| !picked.contains(id))
-            .take(LAST_RESORT_ATTEMPTS);
-        let candidates = picked.iter().copied().chain(last_resort);
+        let offered = 1 + pick.fallbacks.len();
+        let candidates = pick
+            .then_the_rest(&snap.pool)
+            .take(offered + LAST_RESORT_ATTEMPTS);
         for id in candidates {
             let Some(address) = snap.pool.address(id) else {
                 continue;
@@ -190,7 +183,7 @@ impl Forward<'_> {
                         dispatch,
                         endpoint: id,
                         address,
-                        headers: &headers,
+                        headers,
                         dispatched,
                         first,
                         why: why.as_ref(),
@@ -354,7 +347,7 @@ impl Forward<'_> {
             .and_then(|v| v.to_str().ok());
         let sse =
             content_type.is_some_and(|c| c.to_ascii_lowercase().starts_with("text/event-stream"));
-        let prepared = self.prepared;
+        let prepared = &*self.prepared;
         let model = prepared.model.as_str();
         let restore = prepared
             .restore
@@ -409,7 +402,8 @@ impl Forward<'_> {
             let ctx = ResumeContext {
                 front: Arc::clone(self.front),
                 pool: Arc::clone(pool),
-                features: prepared.features.clone(),
+                // Nothing reads the request's features after its answer began.
+                features: std::mem::take(&mut self.prepared.features),
                 method: self.parts.method.clone(),
                 path: self
                     .parts
@@ -417,7 +411,7 @@ impl Forward<'_> {
                     .path_and_query()
                     .map_or("/", |p| p.as_str())
                     .to_owned(),
-                headers: upstream_headers.clone(),
+                headers: upstream_headers,
                 body: self.body.clone(),
             };
             body = body.resuming(Resume::new(ctx, api, endpoint, address.to_owned()));
