@@ -1,6 +1,7 @@
 //! Prints every fidelity anchor: measured, predicted, error. Optional args override the
 //! calibration: per_request_nanos overlap weight_eff mfu_scale kv_eff api_overhead_ms client_cv
-//! [moe_compute_efficiency].
+//! [moe_compute_efficiency [decode_compute_efficiency, 0 for decode FLOPs left out
+//! [nvlink_all_reduce_nanos [v0_per_request_nanos]]]].
 use infergate_engine::anchors::{run_all, summary, with_calibration, Split};
 use infergate_engine::step_time::Calibration;
 use std::time::Duration;
@@ -13,7 +14,7 @@ fn main() {
         .skip(1)
         .filter_map(|a| a.parse().ok())
         .collect();
-    let results = if args.len() == 7 || args.len() == 8 {
+    let results = if (7..=11).contains(&args.len()) {
         let cal = Calibration {
             per_request_nanos: args[0],
             prefill_overlap_penalty: args[1],
@@ -21,6 +22,9 @@ fn main() {
             mfu_scale: args[3],
             kv_bandwidth_efficiency: args[4],
             moe_compute_efficiency: args.get(7).copied().unwrap_or(1.0),
+            decode_compute_efficiency: args.get(8).copied().filter(|&e| e > 0.0),
+            nvlink_all_reduce_nanos: args.get(9).copied().unwrap_or(10_000.0),
+            v0_per_request_nanos: args.get(10).copied().unwrap_or(args[0]),
         };
         with_calibration(
             cal,
@@ -33,7 +37,8 @@ fn main() {
     };
     for r in &results {
         println!(
-            "{:<55} {:<16} measured {:>8.2} predicted {:>8.2} error {:>+6.1}%",
+            "{:<8} {:<55} {:<16} measured {:>8.2} predicted {:>8.2} error {:>+6.1}%",
+            r.split.label(),
             r.experiment,
             r.figure,
             r.measured,

@@ -10,8 +10,13 @@
 //! ```
 //!
 //! FLOPs count the prefill chunks: `2 × active params` per token plus attention,
-//! `4 × layers × d_attn × n × (cached + n / 2)`. As in the reference formula, decode tokens add
-//! no FLOPs: a decode batch is priced by the bytes it reads (weights, then its KV context).
+//! `4 × layers × d_attn × n × (cached + n / 2)`. Decode tokens count `2 × active params` each
+//! too, in the same `max` as the weight read: a small decode batch is priced by the bytes it
+//! reads (weights, then its KV context), as in the reference formula, but past a few hundred
+//! sequences (about `peak FLOP/s ÷ HBM bytes/s` of them) its GEMMs are compute-bound. The
+//! reference formula leaves decode FLOPs out, and so predicted 1.5–1.9× the throughput vLLM
+//! measured for bursts of 320 ShareGPT prompts at 256 sequences on A100s (Lambda's runs,
+//! `anchors::published`). Their attention reads stay priced as KV bytes.
 
 use crate::profile::{Interconnect, Profile};
 use std::time::Duration;
@@ -23,7 +28,7 @@ pub struct StepShape {
     pub batch_size: u32,
     /// Tokens computed this step (prefill chunk tokens plus one per decode).
     pub tokens: u64,
-    /// Tokens computed by prefill chunks.
+    /// Tokens computed by prefill chunks (the rest, `tokens − prefill_tokens`, are decodes).
     pub prefill_tokens: u64,
     /// Tokens of context attention reads from the KV cache.
     pub kv_read_tokens: u64,
@@ -80,6 +85,18 @@ pub struct Calibration {
     /// expert GEMMs are many small grouped ones, slower per FLOP than a dense layer's. 1 counts
     /// an MoE layer's active FLOPs at the dense rate.
     pub moe_compute_efficiency: f64,
+    /// How fast decode tokens' GEMMs run relative to a prefill's (both at the prefill MFU
+    /// `mfu_scale` sets): decode FLOPs are priced at `prefill FLOP/s × this`. `None` leaves
+    /// decode FLOPs out, as the reference formula does.
+    pub decode_compute_efficiency: Option<f64>,
+    /// Time of one all-reduce between tensor-parallel GPUs over NVLink; a step runs two per
+    /// layer (after attention, after the MLP). PCIe costs four times as much.
+    pub nvlink_all_reduce_nanos: f64,
+    /// Per-request step overhead of vLLM's V0 engine (the releases before 0.8, where scheduling,
+    /// sampling and detokenising ran in the step's own process, between GPU steps): what the
+    /// anchors measured on V0 run with in place of `per_request_nanos`. The simulated fleet
+    /// models V1 and never reads it.
+    pub v0_per_request_nanos: f64,
 }
 
 impl Calibration {
@@ -91,6 +108,9 @@ impl Calibration {
         kv_bandwidth_efficiency: 0.5,
         mfu_scale: 1.0,
         moe_compute_efficiency: 1.0,
+        decode_compute_efficiency: None,
+        nvlink_all_reduce_nanos: 10_000.0,
+        v0_per_request_nanos: 4_400.0,
     };
 }
 
@@ -109,6 +129,9 @@ impl Calibration {
         kv_bandwidth_efficiency: 0.5,
         mfu_scale: 1.4,
         moe_compute_efficiency: 0.4,
+        decode_compute_efficiency: Some(1.0),
+        nvlink_all_reduce_nanos: 10_000.0,
+        v0_per_request_nanos: 130_000.0,
     };
 }
 
@@ -129,6 +152,8 @@ pub struct StepTimeModel {
     flops_per_token: f64,
     attention_flops_per_pair: f64,
     flops_per_second: f64,
+    /// FLOP/s of decode tokens' GEMMs; 0 where decode FLOPs are left out.
+    decode_flops_per_second: f64,
     kv_bytes_per_token: f64,
     kv_read_divisor: f64,
     profile: Profile,
@@ -146,14 +171,22 @@ impl StepTimeModel {
         let layers = f64::from(model.layers);
         let moe_layers = if model.moe.is_some() { layers } else { 0.0 };
         let all_reduce_per_layer = match profile.gpu.interconnect {
-            Interconnect::NvLink => 10_000.0,
-            Interconnect::Pcie => 40_000.0,
+            Interconnect::NvLink => calibration.nvlink_all_reduce_nanos,
+            Interconnect::Pcie => 4.0 * calibration.nvlink_all_reduce_nanos,
         };
         let all_reduce = if profile.tp > 1 {
             2.0 * layers * all_reduce_per_layer
         } else {
             0.0
         };
+        let flops_per_second = profile.gpu.prefill_mfu
+            * calibration.mfu_scale
+            * if model.moe.is_some() {
+                calibration.moe_compute_efficiency
+            } else {
+                1.0
+            }
+            * profile.peak_flops();
         StepTimeModel {
             instant: profile.instant,
             overlap_penalty: calibration.prefill_overlap_penalty,
@@ -166,14 +199,10 @@ impl StepTimeModel {
                 * profile.gpu.hbm_bandwidth,
             flops_per_token: 2.0 * model.active_params() as f64,
             attention_flops_per_pair: 4.0 * layers * model.attention_width() as f64,
-            flops_per_second: profile.gpu.prefill_mfu
-                * calibration.mfu_scale
-                * if model.moe.is_some() {
-                    calibration.moe_compute_efficiency
-                } else {
-                    1.0
-                }
-                * profile.peak_flops(),
+            flops_per_second,
+            decode_flops_per_second: calibration
+                .decode_compute_efficiency
+                .map_or(0.0, |e| flops_per_second * e),
             kv_bytes_per_token: profile.kv_bytes_per_token_per_gpu(),
             kv_read_divisor: calibration.kv_bandwidth_efficiency * profile.gpu.hbm_bandwidth,
             profile: profile.clone(),
@@ -189,11 +218,21 @@ impl StepTimeModel {
             self.profile.weight_bytes_read_per_gpu(shape.tokens) / self.weight_read_divisor;
         let flops = shape.prefill_tokens as f64 * self.flops_per_token
             + shape.attention_pairs * self.attention_flops_per_pair;
-        let compute = flops / self.flops_per_second;
+        let prefill = flops / self.flops_per_second;
+        let decode = if self.decode_flops_per_second > 0.0 {
+            (shape.tokens - shape.prefill_tokens) as f64 * self.flops_per_token
+                / self.decode_flops_per_second
+        } else {
+            0.0
+        };
         let kv = shape.kv_read_tokens as f64 * self.kv_bytes_per_token / self.kv_read_divisor;
+        // A decode batch's GEMMs read the weights and compute its tokens at once: the roofline
+        // `max` of the two. A prefill beside it hides under that only in part, as fitted.
+        let decode_gemms = weights.max(decode);
+        let gemms = decode_gemms.max(prefill) + self.overlap_penalty * decode_gemms.min(prefill);
         let body = self.fixed_nanos
             + self.per_request_nanos * f64::from(shape.batch_size)
-            + (weights.max(compute) + self.overlap_penalty * weights.min(compute)) * 1e9
+            + gemms * 1e9
             + kv * 1e9;
         body * (1.0 + PER_ADAPTER_STEP_COST * f64::from(shape.distinct_adapters))
             + shape.adapter_load.as_nanos() as f64
@@ -307,6 +346,35 @@ mod tests {
         // The roofline hides a small prefill under the weight read; the fit does not.
         assert!(blis.step_nanos(&mixed) - blis.step_nanos(&decode) < 0.5e6);
         assert!(fitted.step_nanos(&mixed) - fitted.step_nanos(&decode) > 3.0e6);
+    }
+
+    #[test]
+    fn a_large_decode_batch_is_compute_bound_and_a_small_one_is_not() {
+        let profile = Profile::lookup("llama-3.1-70b", "a100-80", 4).unwrap();
+        let fitted = StepTimeModel::new(&profile);
+        let bytes_only = StepTimeModel::calibrated(
+            &profile,
+            &Calibration {
+                decode_compute_efficiency: None,
+                ..Calibration::FITTED
+            },
+        );
+        // Eight sequences' FLOPs hide under the weight read.
+        assert_eq!(fitted.decode_nanos(8, 500), bytes_only.decode_nanos(8, 500));
+        // 256 sequences of 70B on four A100s: about 48 ms of GEMMs against 20 ms of weights.
+        assert!(fitted.decode_nanos(256, 500) > 1.5 * bytes_only.decode_nanos(256, 500));
+    }
+
+    #[test]
+    fn tensor_parallel_steps_pay_two_all_reduces_a_layer() {
+        let profile = Profile::lookup("llama-3.1-70b", "h100", 4).unwrap();
+        let slower = Calibration {
+            nvlink_all_reduce_nanos: Calibration::FITTED.nvlink_all_reduce_nanos + 1_000.0,
+            ..Calibration::FITTED
+        };
+        let extra = StepTimeModel::calibrated(&profile, &slower).decode_nanos(1, 100)
+            - StepTimeModel::new(&profile).decode_nanos(1, 100);
+        assert!(within(extra, 2.0 * 80.0 * 1_000.0, 1e-9), "{extra}");
     }
 
     #[test]

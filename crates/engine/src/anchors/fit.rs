@@ -26,18 +26,27 @@ pub struct Grid {
     pub mfu_scale: &'static [f64],
     /// Multiplier of a mixture-of-experts model's prefill MFU.
     pub moe_compute_efficiency: &'static [f64],
+    /// Decode GEMMs' efficiency relative to prefill's; `None` leaves decode FLOPs out.
+    pub decode_compute_efficiency: &'static [Option<f64>],
+    /// One NVLink all-reduce, ns.
+    pub nvlink_all_reduce_nanos: &'static [f64],
+    /// vLLM V0's per-request step overhead, ns.
+    pub v0_per_request_nanos: &'static [f64],
     /// API overhead before scheduling, ms.
     pub api_overhead_ms: &'static [f64],
 }
 
 /// The grid the shipped constants were chosen on.
 pub const GRID: Grid = Grid {
-    per_request_nanos: &[13_000.0, 17_000.0, 21_000.0],
+    per_request_nanos: &[17_000.0],
     prefill_overlap_penalty: &[0.9],
     weight_bandwidth_efficiency: &[0.88],
     kv_bandwidth_efficiency: &[0.5],
-    mfu_scale: &[1.0, 1.2, 1.4],
-    moe_compute_efficiency: &[1.0, 0.7, 0.5, 0.4, 0.3],
+    mfu_scale: &[1.2, 1.4],
+    moe_compute_efficiency: &[0.5, 0.4],
+    decode_compute_efficiency: &[None, Some(1.0)],
+    nvlink_all_reduce_nanos: &[10_000.0, 20_000.0, 30_000.0],
+    v0_per_request_nanos: &[17_000.0, 40_000.0, 70_000.0, 100_000.0, 130_000.0],
     api_overhead_ms: &[18.0],
 };
 
@@ -95,6 +104,34 @@ impl Grid {
         ];
         let mut calibrations = vec![Calibration::FITTED];
         for (values, set) in dimensions {
+            calibrations = calibrations
+                .iter()
+                .flat_map(|c| {
+                    values.iter().map(move |&v| {
+                        let mut c = *c;
+                        set(&mut c, v);
+                        c
+                    })
+                })
+                .collect();
+        }
+        calibrations = calibrations
+            .iter()
+            .flat_map(|c| {
+                self.decode_compute_efficiency.iter().map(move |&v| {
+                    let mut c = *c;
+                    c.decode_compute_efficiency = v;
+                    c
+                })
+            })
+            .collect();
+        let more: [(&[f64], SetConstant); 2] = [
+            (self.nvlink_all_reduce_nanos, |c, v| {
+                c.nvlink_all_reduce_nanos = v
+            }),
+            (self.v0_per_request_nanos, |c, v| c.v0_per_request_nanos = v),
+        ];
+        for (values, set) in more {
             calibrations = calibrations
                 .iter()
                 .flat_map(|c| {
@@ -185,6 +222,9 @@ mod tests {
             * GRID.kv_bandwidth_efficiency.len()
             * GRID.mfu_scale.len()
             * GRID.moe_compute_efficiency.len()
+            * GRID.decode_compute_efficiency.len()
+            * GRID.nvlink_all_reduce_nanos.len()
+            * GRID.v0_per_request_nanos.len()
             * GRID.api_overhead_ms.len();
         assert_eq!(points.len(), expected);
         for (i, a) in points.iter().enumerate() {
@@ -194,8 +234,8 @@ mod tests {
         // The last constant varies fastest: the first two points differ only in it.
         assert_eq!(points[0].0.per_request_nanos, points[1].0.per_request_nanos);
         assert_ne!(
-            points[0].0.moe_compute_efficiency,
-            points[1].0.moe_compute_efficiency
+            points[0].0.v0_per_request_nanos,
+            points[1].0.v0_per_request_nanos
         );
     }
 }

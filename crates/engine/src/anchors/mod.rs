@@ -12,6 +12,7 @@
 
 pub mod fit;
 mod kubecon;
+mod lambda;
 mod published;
 mod workload;
 

@@ -13,6 +13,7 @@
 //! endpoint's own per-request work, which the simulator does not model beyond a fixed API
 //! overhead, sets the duration (49.6 s for 1,000 requests of 132 tokens on an A100).
 
+use super::lambda;
 use super::workload::{Experiment, Figure, Lengths, Load, Measure, Published, Setup};
 use super::Split::{Fitting, HeldOut};
 
@@ -22,7 +23,12 @@ const GPUSTACK_235B_H100: &str = "GPUStack Performance Lab, \"Optimizing Qwen3-2
 const GPUSTACK_235B_H100_FP8: &str = "GPUStack Performance Lab, \"Optimizing Qwen3-235B-A22B Throughput on NVIDIA H100 GPUs\" (github.com/gpustack/gpustack docs/performance-lab/qwen3-235b-a22b/h100.md), vLLM v0.11.0 optimized `vllm serve Qwen/Qwen3-235B-A22B-Instruct-2507-FP8 -tp 4 --max-num-batched-tokens 16384`";
 const GPUSTACK_235B_A100: &str = "GPUStack Performance Lab, \"Optimizing Qwen3-235B-A22B Throughput on NVIDIA A100 GPUs\" (github.com/gpustack/gpustack docs/performance-lab/qwen3-235b-a22b/a100.md), vLLM v0.11.0 baseline `vllm serve Qwen/Qwen3-235B-A22B-Instruct-2507 -tp 8` (BF16)";
 const LAMBDA: &str = "Lambda, vllm-benchmark result files (github.com/LambdaLabsML/vllm-benchmark results/prompt_<N>/<GPU>/…_len2000.json), `benchmark_serving.py` on ShareGPT at request rate inf, `--max-model-len 2000 --max-num-seqs 256`; vLLM v0.6.0 with multi-step scheduling inferred from the streamed chunks. Lengths of the 10-prompt runs are the result file's own";
-const LAMBDA_320: &str = "Lambda, vllm-benchmark result files (github.com/LambdaLabsML/vllm-benchmark results/prompt_320/…_len2000.json), 320 ShareGPT prompts at request rate inf, `--max-model-len 2000 --max-num-seqs 256`. Assumed: lengths uniform within ±90 % of the file's means (the file has the totals, not the distribution); some requests returned no tokens, so the measured throughput is low if anything";
+const LAMBDA_320: &str = "Lambda, vllm-benchmark result files (github.com/LambdaLabsML/vllm-benchmark results/prompt_320/…_len2000.json), 320 ShareGPT prompts at request rate inf, `--max-model-len 2000 --max-num-seqs 256`; each request's lengths are the file's own `input_lens` / `output_lens` (`anchors::lambda`; until 2026-12-05 they were drawn uniformly within ±90 % of the file's means, which left out ShareGPT's long answers, and a burst's duration is its longest answer's). A request the file records with no output is sent for one token";
+const LAMBDA_H100: &str = "Lambda, vllm-benchmark result files (github.com/LambdaLabsML/vllm-benchmark results/prompt_<N>/<G>xH100-80GB-SXM/Meta-Llama-3-<M>-Instruct_tp<G>_len2048.json, commit a4f9f437), `benchmark_serving.py` on ShareGPT at request rate inf, `--max-model-len 2048 --max-num-seqs 256` (the repo's launch script); vLLM v0.6.0 with multi-step scheduling, inferred from the streamed chunks (ITL ≈ 10 × TPOT). Each request's lengths are the file's own (`anchors::lambda`); a request recorded with no output is sent for one token. Llama-3-70B/8B stand in for Llama-3.1's (the same geometry)";
+const NEURAL_MAGIC_A10G: &str = "R. Shaw (Neural Magic), vllm-benchmarking-sample (github.com/robertgshaw2-neuralmagic/vllm-benchmarking-sample BENCHMARK.md, commit afb9a4f9): `benchmark_serving.py` on ShareGPT, 200 prompts, Poisson arrivals at 1 req/s, `vllm.entrypoints.openai.api_server --model meta-llama/Meta-Llama-3-8B-Instruct` at its defaults, on an A10 (\"A10G\" in a copy of the same text). Assumed: vLLM 0.5.0 (June 2024, version not printed; no chunked prefill, no prefix caching, max-model-len 8192), the GPU an A10G; the lengths ShareGPT's shape as Lambda's 8B file records it (`anchors::lambda`, 194 in / 216 out on average against the run's 228 / 197)";
+const LLMPERF_A10G: &str = "\"Benchmark: Llama 3 8b Instruct on NVIDIA A10G\" (an llmperf fork's results page on GitHub), `vllm/vllm-openai:v0.4.3` with only `--model meta-llama/Meta-Llama-3-8B-Instruct` on an AWS g5.2xlarge, llmperf at concurrency 1 / 16 / 64 with 550 tokens in and 150 out on average; its \"Inter Token Latency\" is llmperf's mean per-request (E2E − TTFT) / tokens, the simulator's TPOT mean. Assumed: fixed 550 / 150 lengths (llmperf's spreads are not given and the figure is a per-token mean), 20 requests per unit of concurrency (the count is not given), max-model-len 8192, no chunked prefill";
+const ARC53_L4: &str = "arc53 llm-price-compass (github.com/arc53/llm-price-compass benchmarks/13-06-2024.json, commit baa72b62): vLLM `benchmark_serving.py`, Meta-Llama-3.1-8B-Instruct on one Scaleway L4, 1,000 ShareGPT prompts at request rate inf, 197,739 output tokens in 385.30 s. Assumed: vLLM 0.5.x at its defaults with `--max-model-len 8192` (some cap below 128k must have been set for the KV cache to hold one sequence; the value is not recorded), BF16; ShareGPT's lengths as Lambda's 8B file records them, taken again from the start past 320 (215 in / 198 out on average in the run, 194 / 216 in the list)";
+const SGLANG_VLLM060: &str = "SGLang, \"benchmark_vllm_060\" (github.com/sgl-project/sglang benchmark/benchmark_vllm_060/README.md, commit 120affb9): vLLM 0.6.0, `vllm serve meta-llama/Llama-3.1-70B-Instruct --disable-log-requests --num-scheduler-steps 10 --tensor 4 --max_model_len 4096` on 4× H100 80GB, `sglang.bench_serving --backend vllm --dataset-name sharegpt` with Poisson arrivals, median TPOT. Assumed: ShareGPT's lengths as Lambda's 70B H100 TP4 file records them (`anchors::lambda`), taken again from the start past 320";
 const VLLM_CI: &str = "vLLM nightly performance benchmark, latency test `latency_llama8B_tp1` on A100-SXM4-80GB (\"Input length: 32 tokens. Output length: 128 tokens. Batch size: fixed (8)\"), mean latency 1585.43 ms";
 const MUSGRAVE: &str = "J. Musgrave, \"vLLM throughput-latency sweep on NVIDIA A100\" (A100 40GB, `vllm bench serve --random-input-len 1024 --random-output-len 128 --ignore-eos --max-concurrency C --num-prompts 20·C`): \"Batching buys throughput almost for free up to a concurrency of 8, a 6.6x gain\"";
 const QWEN_SPEED: &str = "Qwen2.5 speed benchmark (github.com/QwenLM/Qwen2.5 docs/source/benchmark/speed_benchmark.rst), vLLM 0.6.3 on A100 80GB, Qwen2.5-32B-Instruct BF16 on 2 GPUs, one request generating 2048 tokens, speed = 2048 / total time (prefill included); `gpu_memory_utilization=0.9`, max_model_len 32768 (65536 for the 63,488-token row, 131,072 with vLLM 0.6.2 for the 129,024-token row). Qwen2.5-32B stands in for Qwen3-32B: the same 64 layers, hidden size 5,120 and 8 KV heads (40 query heads against 64, FFN 27,648 against 25,600; 32.5B against 32.8B parameters)";
@@ -116,10 +122,50 @@ const Q235_H100_FP8: Setup = Setup::new("qwen3-235b-a22b-fp8", "h100", 4).batche
 const Q235_A100: Setup = Setup::new("qwen3-235b-a22b", "a100-80", 8);
 const L8_A100: Setup = Setup::new("llama-3.1-8b", "a100-80", 1)
     .max_model_len(2_000)
-    .max_num_seqs(256);
+    .max_num_seqs(256)
+    .v0();
 const L70_A100: Setup = Setup::new("llama-3.1-70b", "a100-80", 4)
     .max_model_len(2_000)
-    .max_num_seqs(256);
+    .max_num_seqs(256)
+    .v0();
+const L8_H100_LAMBDA: Setup = Setup::new("llama-3.1-8b", "h100", 1)
+    .max_model_len(2_048)
+    .max_num_seqs(256)
+    .v0();
+const L70_H100_TP4_LAMBDA: Setup = Setup::new("llama-3.1-70b", "h100", 4)
+    .max_model_len(2_048)
+    .max_num_seqs(256)
+    .v0();
+const L70_H100_TP8_LAMBDA: Setup = Setup::new("llama-3.1-70b", "h100", 8)
+    .max_model_len(2_048)
+    .max_num_seqs(256)
+    .v0();
+const L8_A10G: Setup = Setup::new("llama-3.1-8b", "a10g", 1)
+    .max_model_len(8_192)
+    .v0();
+const L8_L4: Setup = Setup::new("llama-3.1-8b", "l4", 1)
+    .max_model_len(8_192)
+    .v0();
+const L70_H100_TP4_SGLANG: Setup = Setup::new("llama-3.1-70b", "h100", 4)
+    .max_model_len(4_096)
+    .v0();
+
+/// A burst of every request of a Lambda result file, with its own lengths.
+const fn lambda_burst(setup: Setup, lengths: &'static [(u32, u32)]) -> Experiment {
+    x(setup, burst(lengths.len()), Lengths::Exact(lengths))
+}
+
+/// llmperf at `concurrency` on the A10G (`LLMPERF_A10G`).
+const fn llmperf_a10g(concurrency: usize) -> Experiment {
+    x(
+        L8_A10G,
+        Load::Closed {
+            concurrency,
+            requests: 20 * concurrency,
+        },
+        Lengths::Fixed(550, 150),
+    )
+}
 
 const VERY_LONG: Lengths = Lengths::Fixed(32_000, 100);
 const LONG: Lengths = Lengths::Fixed(4_000, 200);
@@ -310,15 +356,7 @@ pub const PUBLISHED: &[Published] = &[
     ),
     figure(
         "8B A100, 320 ShareGPT prompts at once",
-        x(
-            L8_A100,
-            burst(320),
-            Lengths::Spread {
-                input: 205,
-                output: 204,
-                spread: 0.9,
-            },
-        ),
+        lambda_burst(L8_A100, lambda::A100_8B_320),
         Figure::OutputTokensPerSecond,
         3_107.49,
         HeldOut,
@@ -326,19 +364,156 @@ pub const PUBLISHED: &[Published] = &[
     ),
     figure(
         "70B A100 TP4, 320 ShareGPT prompts at once",
-        x(
-            L70_A100,
-            burst(320),
-            Lengths::Spread {
-                input: 205,
-                output: 174,
-                spread: 0.9,
-            },
-        ),
+        lambda_burst(L70_A100, lambda::A100_70B_TP4_320),
         Figure::OutputTokensPerSecond,
         1_196.05,
         Fitting,
         LAMBDA_320,
+    ),
+    // Lambda, H100 80GB (added 2026-12-05, the source's order continuing the alternation).
+    figure(
+        "70B H100 TP4, 10 ShareGPT prompts at once",
+        lambda_burst(L70_H100_TP4_LAMBDA, lambda::H100_70B_TP4_10),
+        Figure::TpotMedianMs,
+        18.12,
+        HeldOut,
+        LAMBDA_H100,
+    ),
+    figure(
+        "70B H100 TP4, 320 ShareGPT prompts at once",
+        lambda_burst(L70_H100_TP4_LAMBDA, lambda::H100_70B_TP4_320),
+        Figure::OutputTokensPerSecond,
+        2_445.30,
+        Fitting,
+        LAMBDA_H100,
+    ),
+    figure(
+        "70B H100 TP8, 10 ShareGPT prompts at once",
+        lambda_burst(L70_H100_TP8_LAMBDA, lambda::H100_70B_TP8_10),
+        Figure::TpotMedianMs,
+        12.18,
+        HeldOut,
+        LAMBDA_H100,
+    ),
+    figure(
+        "70B H100 TP8, 320 ShareGPT prompts at once",
+        lambda_burst(L70_H100_TP8_LAMBDA, lambda::H100_70B_TP8_320),
+        Figure::OutputTokensPerSecond,
+        3_301.05,
+        Fitting,
+        LAMBDA_H100,
+    ),
+    figure(
+        "8B H100, 10 ShareGPT prompts at once",
+        lambda_burst(L8_H100_LAMBDA, lambda::H100_8B_10),
+        Figure::TpotMedianMs,
+        7.56,
+        HeldOut,
+        LAMBDA_H100,
+    ),
+    figure(
+        "8B H100, 320 ShareGPT prompts at once",
+        lambda_burst(L8_H100_LAMBDA, lambda::H100_8B_320),
+        Figure::OutputTokensPerSecond,
+        6_026.61,
+        Fitting,
+        LAMBDA_H100,
+    ),
+    // SGLang's vLLM 0.6.0 runs, 70B on 4× H100.
+    figure(
+        "70B H100 TP4, ShareGPT at 4 req/s",
+        x(
+            L70_H100_TP4_SGLANG,
+            Load::Poisson {
+                per_second: 4.0,
+                requests: 1_200,
+            },
+            Lengths::Exact(lambda::H100_70B_TP4_320),
+        ),
+        Figure::TpotMedianMs,
+        23.58,
+        HeldOut,
+        SGLANG_VLLM060,
+    ),
+    figure(
+        "70B H100 TP4, ShareGPT at 8 req/s",
+        x(
+            L70_H100_TP4_SGLANG,
+            Load::Poisson {
+                per_second: 8.0,
+                requests: 2_400,
+            },
+            Lengths::Exact(lambda::H100_70B_TP4_320),
+        ),
+        Figure::TpotMedianMs,
+        29.15,
+        Fitting,
+        SGLANG_VLLM060,
+    ),
+    // A10G: Neural Magic's ShareGPT run at 1 req/s.
+    figure(
+        "8B A10G, ShareGPT at 1 req/s",
+        x(
+            L8_A10G,
+            Load::Poisson {
+                per_second: 1.0,
+                requests: 200,
+            },
+            Lengths::Exact(lambda::A100_8B_320),
+        ),
+        Figure::TpotMedianMs,
+        42.29,
+        HeldOut,
+        NEURAL_MAGIC_A10G,
+    ),
+    figure(
+        "8B A10G, ShareGPT at 1 req/s",
+        x(
+            L8_A10G,
+            Load::Poisson {
+                per_second: 1.0,
+                requests: 200,
+            },
+            Lengths::Exact(lambda::A100_8B_320),
+        ),
+        Figure::TtftMedianMs,
+        76.73,
+        Fitting,
+        NEURAL_MAGIC_A10G,
+    ),
+    // A10G: llmperf's concurrency sweep.
+    figure(
+        "8B A10G, llmperf concurrency 1",
+        llmperf_a10g(1),
+        Figure::TpotMeanMs,
+        30.65,
+        HeldOut,
+        LLMPERF_A10G,
+    ),
+    figure(
+        "8B A10G, llmperf concurrency 16",
+        llmperf_a10g(16),
+        Figure::TpotMeanMs,
+        42.67,
+        Fitting,
+        LLMPERF_A10G,
+    ),
+    figure(
+        "8B A10G, llmperf concurrency 64",
+        llmperf_a10g(64),
+        Figure::TpotMeanMs,
+        61.73,
+        HeldOut,
+        LLMPERF_A10G,
+    ),
+    // L4: 1,000 ShareGPT prompts at once.
+    figure(
+        "8B L4, 1,000 ShareGPT prompts at once",
+        x(L8_L4, burst(1_000), Lengths::Exact(lambda::A100_8B_320)),
+        Figure::OutputTokensPerSecond,
+        197_739.0 / 385.303,
+        HeldOut,
+        ARC53_L4,
     ),
     // vLLM CI, A100-80GB.
     figure(
@@ -381,7 +556,9 @@ pub const PUBLISHED: &[Published] = &[
     figure(
         "32B A100 TP2, one 30,720-token prompt, 2048 out",
         x(
-            Setup::new("qwen3-32b", "a100-80", 2).max_model_len(32_768),
+            Setup::new("qwen3-32b", "a100-80", 2)
+                .max_model_len(32_768)
+                .v0(),
             burst(1),
             Lengths::Fixed(30_720, 2_048),
         ),
@@ -393,7 +570,9 @@ pub const PUBLISHED: &[Published] = &[
     figure(
         "32B A100 TP2, one 63,488-token prompt, 2048 out",
         x(
-            Setup::new("qwen3-32b", "a100-80", 2).max_model_len(65_536),
+            Setup::new("qwen3-32b", "a100-80", 2)
+                .max_model_len(65_536)
+                .v0(),
             burst(1),
             Lengths::Fixed(63_488, 2_048),
         ),
@@ -405,7 +584,9 @@ pub const PUBLISHED: &[Published] = &[
     figure(
         "32B A100 TP2, one 129,024-token prompt, 2048 out",
         x(
-            Setup::new("qwen3-32b", "a100-80", 2).max_model_len(131_072),
+            Setup::new("qwen3-32b", "a100-80", 2)
+                .max_model_len(131_072)
+                .v0(),
             burst(1),
             Lengths::Fixed(129_024, 2_048),
         ),

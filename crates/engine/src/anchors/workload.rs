@@ -26,6 +26,9 @@ pub struct Setup {
     pub num_gpu_blocks: Option<u32>,
     /// `--max-num-batched-tokens`, where the source sets it.
     pub max_num_batched_tokens: Option<u32>,
+    /// Whether the source ran vLLM's V0 engine (before 0.8): its steps pay
+    /// [`crate::step_time::Calibration::v0_per_request_nanos`] per request.
+    pub vllm_v0: bool,
 }
 
 impl Setup {
@@ -39,7 +42,14 @@ impl Setup {
             max_model_len: None,
             num_gpu_blocks: None,
             max_num_batched_tokens: None,
+            vllm_v0: false,
         }
+    }
+
+    /// The same on vLLM's V0 engine.
+    pub const fn v0(mut self) -> Setup {
+        self.vllm_v0 = true;
+        self
     }
 
     /// The same with `--max-num-seqs`.
@@ -79,6 +89,9 @@ impl Setup {
         }
         if let Some(n) = self.max_num_batched_tokens {
             c.max_num_batched_tokens = n;
+        }
+        if self.vllm_v0 {
+            c.calibration.per_request_nanos = c.calibration.v0_per_request_nanos;
         }
     }
 }
@@ -120,7 +133,11 @@ pub enum Lengths {
         /// Relative half-width, below 1.
         spread: f64,
     },
-    /// The `(input, output)` of each request, from the source's result file, in order.
+    /// The `(input, output)` of each request, from the source's result file, in order, taken
+    /// again from the start when the run has more requests than the list. A request the file
+    /// records with no output at all ended at once (vLLM's client logs no first token for it,
+    /// yet counts it completed) and is sent for one token, so that its prefill still costs
+    /// what it cost the server.
     Exact(&'static [(u32, u32)]),
 }
 
@@ -273,7 +290,12 @@ impl Experiment {
                 };
                 (0..count).map(|_| (draw(input), draw(output))).collect()
             }
-            Lengths::Exact(list) => list.iter().copied().cycle().take(count).collect(),
+            Lengths::Exact(list) => list
+                .iter()
+                .map(|&(input, output)| (input, output.max(1)))
+                .cycle()
+                .take(count)
+                .collect(),
         };
         let mut t = 0.0f64;
         let arrivals: Vec<Arrival> = lengths
@@ -363,5 +385,30 @@ fn ratio_label(f: Figure) -> &'static str {
         Figure::TotalTokensPerSecond => "ratio of total tok/s",
         Figure::RequestsPerSecond => "ratio of req/s",
         Figure::E2eMeanSeconds => "ratio of E2E mean",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::Profile;
+    use crate::step_time::Calibration;
+
+    #[test]
+    fn a_v0_setup_pays_v0s_per_request_overhead_and_a_v1_setup_does_not() {
+        let fresh = || EngineConfig::new(Profile::lookup("llama-3.1-8b", "h100", 1).unwrap());
+        let mut v1 = fresh();
+        Setup::new("llama-3.1-8b", "h100", 1).apply(&mut v1);
+        assert_eq!(
+            v1.calibration.per_request_nanos,
+            Calibration::FITTED.per_request_nanos
+        );
+        let mut v0 = fresh();
+        Setup::new("llama-3.1-8b", "h100", 1).v0().apply(&mut v0);
+        assert_eq!(
+            v0.calibration.per_request_nanos,
+            Calibration::FITTED.v0_per_request_nanos
+        );
+        assert!(Calibration::FITTED.v0_per_request_nanos > Calibration::FITTED.per_request_nanos);
     }
 }
