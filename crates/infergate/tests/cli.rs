@@ -34,7 +34,12 @@ fn list_profiles_prints_every_reference_row_and_instant() {
         "{text}"
     );
     assert!(
-        row("llama-3.1-8b/l4/tp1").contains("⚠ no held-out anchor"),
+        row("llama-3.1-8b/h200/tp1").contains("⚠ no held-out anchor"),
+        "{text}"
+    );
+    // The L4's one held-out anchor misses by more than 20 %: flagged with its figure.
+    assert!(
+        row("llama-3.1-8b/l4/tp1").contains("% over 1 (above 20 %)"),
         "{text}"
     );
 }
