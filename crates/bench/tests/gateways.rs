@@ -83,10 +83,10 @@ fn one_gateway_replica_is_the_bench_as_it_was_before_replicas() {
             8,
             2,
             [
-                ("round-robin", 0x69e4_281a_98f3_a69b),
-                ("gie-default", 0xe4c7_5511_a236_c6c2),
-                ("infergate", 0x5c5b_6ecb_339c_952f),
-                ("clairvoyant", 0x6ef5_d02b_4e49_d8bb),
+                ("round-robin", 0xb86b_1d5c_fcb9_28cc),
+                ("gie-default", 0xf14f_d2eb_7499_f34a),
+                ("infergate", 0xdb17_50ea_7df1_73c6),
+                ("clairvoyant", 0xd5b6_b8d2_4886_a393),
             ],
         ),
         (
@@ -101,6 +101,9 @@ fn one_gateway_replica_is_the_bench_as_it_was_before_replicas() {
             ],
         ),
     ];
+    // priority-overload-8b's were taken again on 2026-12-05, when the step-time model began to
+    // price decode FLOPs (its 8B H100 replicas decode past the compute crossover); with that
+    // term off, every fingerprint here was still the one before it.
     // The fingerprints predate the overload rule, the decode-pace signal and infergate's own
     // flow control in scenarios without bands: the runs are made as the bench made them then
     // (the policy alone where the scenario has no bands, the flow control without the rule or
