@@ -121,7 +121,9 @@ impl Calibration {
     /// (0.7 on H100 — FlashAttention-era kernels at large token counts). A mixture-of-experts
     /// model's prefill runs at 0.4 of that: the one constant the wider fitting set added
     /// (`anchors::fit`), shown by GPUStack's Qwen3-235B-A22B bursts on H100 and A100, where the
-    /// dense rate predicted 1.3–2.3× the throughput measured.
+    /// dense rate predicted 1.3–2.3× the throughput measured. Decode tokens' FLOPs count at
+    /// the prefill rate, an NVLink all-reduce takes 10 µs, and the anchors measured on vLLM V0
+    /// pay 130 µs per request a step (the 67-anchor search of 2026-12-05).
     pub const FITTED: Calibration = Calibration {
         per_request_nanos: 17_000.0,
         prefill_overlap_penalty: 0.9,

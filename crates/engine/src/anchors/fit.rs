@@ -4,8 +4,9 @@
 //! the fitting anchors only: the mean over profiles of each profile's median error ([`score`]), among the points that keep every reference anchor within its tolerance. The held-out
 //! anchors are never run here (a test checks it). [`Calibration::FITTED`] is this search's best
 //! point on [`GRID`] (`cargo run --release -p infergate-engine --example calibrate`, about
-//! 2.5 min): the first wave's constants, which the reference's anchors still pick, and an MoE
-//! compute efficiency of 0.4.
+//! 4 min): the first wave's constants, which the reference's anchors still pick, an MoE
+//! compute efficiency of 0.4, decode FLOPs at the prefill MFU, a 10 µs NVLink all-reduce and a
+//! 130 µs per-request overhead for vLLM V0 (the grid's largest value).
 
 use super::{with_calibration, AnchorResult, Split};
 use crate::step_time::Calibration;
@@ -85,8 +86,17 @@ type SetConstant = fn(&mut Calibration, f64);
 impl Grid {
     /// Every combination of the grid's values, as the constants and the API overhead.
     pub fn points(&self) -> Vec<(Calibration, Duration)> {
-        // One dimension at a time: every point so far, once per value of the next constant.
-        let dimensions: [(&[f64], SetConstant); 6] = [
+        // The one constant that is not a number first (decode FLOPs on or off), then one
+        // numeric dimension at a time: every point so far, once per value of the next constant.
+        let mut calibrations: Vec<Calibration> = self
+            .decode_compute_efficiency
+            .iter()
+            .map(|&v| Calibration {
+                decode_compute_efficiency: v,
+                ..Calibration::FITTED
+            })
+            .collect();
+        let dimensions: [(&[f64], SetConstant); 8] = [
             (self.per_request_nanos, |c, v| c.per_request_nanos = v),
             (self.prefill_overlap_penalty, |c, v| {
                 c.prefill_overlap_penalty = v
@@ -101,37 +111,12 @@ impl Grid {
             (self.moe_compute_efficiency, |c, v| {
                 c.moe_compute_efficiency = v
             }),
-        ];
-        let mut calibrations = vec![Calibration::FITTED];
-        for (values, set) in dimensions {
-            calibrations = calibrations
-                .iter()
-                .flat_map(|c| {
-                    values.iter().map(move |&v| {
-                        let mut c = *c;
-                        set(&mut c, v);
-                        c
-                    })
-                })
-                .collect();
-        }
-        calibrations = calibrations
-            .iter()
-            .flat_map(|c| {
-                self.decode_compute_efficiency.iter().map(move |&v| {
-                    let mut c = *c;
-                    c.decode_compute_efficiency = v;
-                    c
-                })
-            })
-            .collect();
-        let more: [(&[f64], SetConstant); 2] = [
             (self.nvlink_all_reduce_nanos, |c, v| {
                 c.nvlink_all_reduce_nanos = v
             }),
             (self.v0_per_request_nanos, |c, v| c.v0_per_request_nanos = v),
         ];
-        for (values, set) in more {
+        for (values, set) in dimensions {
             calibrations = calibrations
                 .iter()
                 .flat_map(|c| {
