@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! t = 126 µs + 32 µs × layers + 4.4 µs × batch + 60 µs × MoE layers
-//!   + max(weight bytes read / (0.8 × HBM), FLOPs / (MFU × peak × TP))
+//!   + max(weight bytes read / (0.8 × HBM), decode FLOPs / F) ⊕ prefill FLOPs / F,
+//!     where F = MFU × peak × TP and ⊕ is the fitted part-overlap (a plain `max` in BLIS)
 //!   + KV bytes read / (0.5 × HBM)
 //!   + TP all-reduce: 2 × layers × (10 µs NVLink | 40 µs PCIe)
 //! then × (1 + 3.5 % per distinct LoRA adapter in the batch) × slowdown × jitter,
@@ -154,8 +155,8 @@ pub struct StepTimeModel {
     flops_per_token: f64,
     attention_flops_per_pair: f64,
     flops_per_second: f64,
-    /// FLOP/s of decode tokens' GEMMs; 0 where decode FLOPs are left out.
-    decode_flops_per_second: f64,
+    /// FLOP/s of decode tokens' GEMMs; `None` where decode FLOPs are left out.
+    decode_flops_per_second: Option<f64>,
     kv_bytes_per_token: f64,
     kv_read_divisor: f64,
     profile: Profile,
@@ -204,7 +205,7 @@ impl StepTimeModel {
             flops_per_second,
             decode_flops_per_second: calibration
                 .decode_compute_efficiency
-                .map_or(0.0, |e| flops_per_second * e),
+                .map(|e| flops_per_second * e),
             kv_bytes_per_token: profile.kv_bytes_per_token_per_gpu(),
             kv_read_divisor: calibration.kv_bandwidth_efficiency * profile.gpu.hbm_bandwidth,
             profile: profile.clone(),
@@ -221,12 +222,9 @@ impl StepTimeModel {
         let flops = shape.prefill_tokens as f64 * self.flops_per_token
             + shape.attention_pairs * self.attention_flops_per_pair;
         let prefill = flops / self.flops_per_second;
-        let decode = if self.decode_flops_per_second > 0.0 {
-            (shape.tokens - shape.prefill_tokens) as f64 * self.flops_per_token
-                / self.decode_flops_per_second
-        } else {
-            0.0
-        };
+        let decode = self.decode_flops_per_second.map_or(0.0, |rate| {
+            (shape.tokens - shape.prefill_tokens) as f64 * self.flops_per_token / rate
+        });
         let kv = shape.kv_read_tokens as f64 * self.kv_bytes_per_token / self.kv_read_divisor;
         // A decode batch's GEMMs read the weights and compute its tokens at once: the roofline
         // `max` of the two. A prefill beside it hides under that only in part, as fitted.

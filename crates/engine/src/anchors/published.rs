@@ -120,26 +120,25 @@ const Q32_A100: Setup = Setup::new("qwen3-32b", "a100-80", 1);
 const Q235_H100: Setup = Setup::new("qwen3-235b-a22b", "h100", 8);
 const Q235_H100_FP8: Setup = Setup::new("qwen3-235b-a22b-fp8", "h100", 4).batched_tokens(16_384);
 const Q235_A100: Setup = Setup::new("qwen3-235b-a22b", "a100-80", 8);
-const L8_A100: Setup = Setup::new("llama-3.1-8b", "a100-80", 1)
-    .max_model_len(2_000)
-    .max_num_seqs(256)
-    .v0();
-const L70_A100: Setup = Setup::new("llama-3.1-70b", "a100-80", 4)
-    .max_model_len(2_000)
-    .max_num_seqs(256)
-    .v0();
-const L8_H100_LAMBDA: Setup = Setup::new("llama-3.1-8b", "h100", 1)
-    .max_model_len(2_048)
-    .max_num_seqs(256)
-    .v0();
-const L70_H100_TP4_LAMBDA: Setup = Setup::new("llama-3.1-70b", "h100", 4)
-    .max_model_len(2_048)
-    .max_num_seqs(256)
-    .v0();
-const L70_H100_TP8_LAMBDA: Setup = Setup::new("llama-3.1-70b", "h100", 8)
-    .max_model_len(2_048)
-    .max_num_seqs(256)
-    .v0();
+/// A server of Lambda's runs: vLLM 0.6 with the repo's `--max-model-len` (2,000 on the A100s,
+/// 2,048 on the H100s) and `--max-num-seqs 256`.
+const fn lambda_server(
+    model: &'static str,
+    gpu: &'static str,
+    tp: u32,
+    max_model_len: u32,
+) -> Setup {
+    Setup::new(model, gpu, tp)
+        .max_model_len(max_model_len)
+        .max_num_seqs(256)
+        .v0()
+}
+
+const L8_A100: Setup = lambda_server("llama-3.1-8b", "a100-80", 1, 2_000);
+const L70_A100: Setup = lambda_server("llama-3.1-70b", "a100-80", 4, 2_000);
+const L8_H100_LAMBDA: Setup = lambda_server("llama-3.1-8b", "h100", 1, 2_048);
+const L70_H100_TP4_LAMBDA: Setup = lambda_server("llama-3.1-70b", "h100", 4, 2_048);
+const L70_H100_TP8_LAMBDA: Setup = lambda_server("llama-3.1-70b", "h100", 8, 2_048);
 const L8_A10G: Setup = Setup::new("llama-3.1-8b", "a10g", 1)
     .max_model_len(8_192)
     .v0();
@@ -170,21 +169,6 @@ const fn llmperf_a10g(concurrency: usize) -> Experiment {
 const VERY_LONG: Lengths = Lengths::Fixed(32_000, 100);
 const LONG: Lengths = Lengths::Fixed(4_000, 200);
 const MEDIUM: Lengths = Lengths::Fixed(2_000, 100);
-
-/// The 10 ShareGPT prompts of Lambda's `prompt_10` runs, `(input, output)` as the result files
-/// list them.
-const LAMBDA_10: &[(u32, u32)] = &[
-    (13, 120),
-    (25, 507),
-    (27, 233),
-    (10, 194),
-    (329, 101),
-    (29, 741),
-    (399, 9),
-    (328, 3),
-    (4, 6),
-    (205, 31),
-];
 
 /// The published anchors, in source order.
 pub const PUBLISHED: &[Published] = &[
@@ -340,7 +324,7 @@ pub const PUBLISHED: &[Published] = &[
     // Lambda, A100-80GB.
     figure(
         "8B A100, 10 ShareGPT prompts at once",
-        x(L8_A100, burst(10), Lengths::Exact(LAMBDA_10)),
+        x(L8_A100, burst(10), Lengths::Exact(lambda::A100_10)),
         Figure::TpotMedianMs,
         11.96,
         HeldOut,
@@ -348,7 +332,7 @@ pub const PUBLISHED: &[Published] = &[
     ),
     figure(
         "70B A100 TP4, 10 ShareGPT prompts at once",
-        x(L70_A100, burst(10), Lengths::Exact(LAMBDA_10)),
+        x(L70_A100, burst(10), Lengths::Exact(lambda::A100_10)),
         Figure::TpotMedianMs,
         29.55,
         Fitting,
