@@ -101,7 +101,7 @@ impl AnchorResult {
     }
 }
 
-/// Every anchor, run with the shipped calibration. Takes about a second of CPU.
+/// Every anchor, run with the shipped calibration. Takes about two seconds of CPU.
 pub fn run_all() -> Vec<AnchorResult> {
     let mut results = kubecon::run_all();
     results.extend(PUBLISHED.iter().map(Published::run));
@@ -199,7 +199,7 @@ pub fn by_profile(results: &[AnchorResult], split: Split) -> BTreeMap<String, Su
 }
 
 /// The held-out anchors run and summarised per profile: what `sim --list-profiles` and the
-/// bench's fidelity lines read (about 4 s; only the held-out set runs).
+/// bench's fidelity lines read (under a second of CPU; only the held-out set runs).
 pub fn held_out_by_profile() -> BTreeMap<String, Summary> {
     by_profile(&run_split(Split::HeldOut), Split::HeldOut)
 }
