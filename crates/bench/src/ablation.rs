@@ -3,7 +3,7 @@
 //! so that each component's effect is measured on the same arrivals as the whole.
 
 use crate::tuning::Tuning;
-use infergate_picker::{Filter, Policy, Profile};
+use infergate_picker::{Filter, Policy, Profile, Scorer};
 
 /// The prefix of an ablation's name.
 pub const PREFIX: &str = "infergate-without-";
@@ -77,8 +77,11 @@ pub fn ablation(name: &str) -> Option<Ablation> {
     }
 }
 
-/// Every ablation of infergate's default profile: one per scorer and filter (by plugin type)
-/// and `fresh-load` (the dispatch credit).
+/// The latency scorer kept, its tolerance taken away: the plain ratio `fastest / predicted`.
+const LATENCY_TOLERANCE: &str = "latency-tolerance";
+
+/// Every ablation of infergate's default profile: one per scorer and filter (by plugin type),
+/// `fresh-load` (the dispatch credit) and `latency-tolerance`.
 pub fn names() -> Vec<String> {
     let p = Profile::infergate();
     let mut out: Vec<String> = p
@@ -89,6 +92,7 @@ pub fn names() -> Vec<String> {
         .map(|part| format!("{PREFIX}{part}"))
         .collect();
     out.push(format!("{PREFIX}fresh-load"));
+    out.push(format!("{PREFIX}{LATENCY_TOLERANCE}"));
     for gate in [
         WITHOUT_FLOW_CONTROL,
         WITHOUT_OVERLOAD_RULE,
@@ -110,6 +114,14 @@ fn policy(name: &str) -> Option<Policy> {
     p.name = name.to_owned();
     if part == "fresh-load" {
         p.fresh_load = false;
+        return Some(Policy::Weighted(p));
+    }
+    if part == LATENCY_TOLERANCE {
+        for s in &mut p.scorers {
+            if let Scorer::PredictedLatency { tolerance_s } = &mut s.scorer {
+                *tolerance_s = 0.0;
+            }
+        }
         return Some(Policy::Weighted(p));
     }
     let before = p.scorers.len() + p.filters.len();
@@ -142,6 +154,20 @@ mod tests {
             if name.ends_with("fresh-load") {
                 assert_eq!(left, parts);
                 assert!(!p.fresh_load);
+            } else if name.ends_with(LATENCY_TOLERANCE) {
+                // The same scorers, the latency scorer's tolerance alone set to 0.
+                assert_eq!(left, parts);
+                let latency = |p: &Profile| {
+                    p.scorers
+                        .iter()
+                        .find_map(|s| match s.scorer {
+                            Scorer::PredictedLatency { tolerance_s } => Some(tolerance_s),
+                            _ => None,
+                        })
+                        .unwrap()
+                };
+                assert!(latency(&whole) > 0.0);
+                assert_eq!(latency(&p), 0.0);
             } else {
                 assert_eq!(left, parts - 1, "{name}");
             }

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+use infergate_bench::ablation::{ablation, Ablation};
 use infergate_bench::runner::{run, run_tuned, RunOptions, RunOutcome};
 use infergate_bench::scenario;
 use infergate_bench::tuning::Tuning;
@@ -107,13 +108,21 @@ fn one_gateway_replica_is_the_bench_as_it_was_before_replicas() {
     // The fingerprints predate the overload rule, the decode-pace signal and infergate's own
     // flow control in scenarios without bands: the runs are made as the bench made them then
     // (the policy alone where the scenario has no bands, the flow control without the rule or
-    // the pace where it has), so that what is checked is the runner.
+    // the pace where it has), so that what is checked is the runner. They also predate the
+    // latency scorer's tolerance: infergate runs with the plain ratio it had then.
     let as_then = Tuning {
         without_overload_rule: true,
         inter_token_latency_threshold: Some(std::time::Duration::ZERO),
         ..Tuning::default()
     };
-    let policy_value = |name: &str| (name != "clairvoyant").then(|| Policy::named(name).unwrap());
+    let policy_value = |name: &str| match name {
+        "clairvoyant" => None,
+        "infergate" => match ablation("infergate-without-latency-tolerance") {
+            Some(Ablation::Pick(p)) => Some(p),
+            other => panic!("{other:?}"),
+        },
+        _ => Some(Policy::named(name).unwrap()),
+    };
     for (id, secs, seed, policies) in golden {
         let (s, requests) = traffic(id, secs, seed);
         for (policy, want) in policies {

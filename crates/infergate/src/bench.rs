@@ -19,7 +19,8 @@ pub struct BenchArgs {
     seed_table: bool,
     /// Policies to compare (default: every one). `infergate` runs behind its own flow control,
     /// as it ships; `infergate-without-<part>` is infergate with one scorer, filter,
-    /// `fresh-load`, or part of its flow control (`flow-control`, `overload-rule`,
+    /// `fresh-load`, `latency-tolerance` (the latency scorer's plain ratio), or part of its
+    /// flow control (`flow-control`, `overload-rule`,
     /// `kv-saturation`, `queue-saturation`, `kv-only-in-overload`,
     /// `adapter-aware-queues`, `decode-pace`) off (see --ablate).
     #[arg(long, value_delimiter = ',')]

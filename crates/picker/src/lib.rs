@@ -99,7 +99,10 @@ pub use latency::{LatencyEstimate, LatencyModel, LatencyParams, TtftFeatures};
 pub use picker::{Dispatch, Explanation, Pick, Picker, ScoredEndpoint, TtftTicket};
 pub use policy::{Policy, SglangParams};
 pub use pool::Pool;
-pub use profile::{weighted, Profile, WeightedScorer, DEFAULT_FALLBACKS, DEFAULT_MAX_METRICS_AGE};
+pub use profile::{
+    weighted, Profile, WeightedScorer, DEFAULT_FALLBACKS, DEFAULT_LATENCY_TOLERANCE_S,
+    DEFAULT_MAX_METRICS_AGE,
+};
 pub use progress::Progress;
 pub use request::RequestFeatures;
 pub use scorer::{

@@ -17,6 +17,11 @@ pub const DEFAULT_MAX_METRICS_AGE: Duration = Duration::from_secs(1);
 /// Fallbacks returned after the primary unless configured otherwise.
 pub const DEFAULT_FALLBACKS: usize = 2;
 
+/// The latency scorer's tolerance unless configured otherwise (seconds): a quarter of the 2 s
+/// TTFT objective the benchmarks judge by, so that two predictions tens of milliseconds apart
+/// score nearly alike and ones seconds apart do not ([`Scorer::PredictedLatency`]).
+pub const DEFAULT_LATENCY_TOLERANCE_S: f64 = 0.5;
+
 /// A scorer with its weight.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WeightedScorer {
@@ -95,7 +100,10 @@ impl Profile {
     /// - fresh load: the scraped queue plus requests dispatched since the scrape;
     /// - kvCache 2 and prefix 3 as documented upstream, with prefix affinity that yields to load;
     /// - predicted latency (4): the learned per-endpoint TTFT model, which tells GPU generations
-    ///   apart and prices a prefix hit against a longer queue in seconds;
+    ///   apart and prices a prefix hit against a longer queue in seconds, with a 0.5 s tolerance
+    ///   so that differences of tens of milliseconds do not herd load (chosen on
+    ///   shared-prefix-8b, where the plain ratio let one seed in five collapse at 2.6× the
+    ///   per-replica capacity; every other scenario held out: `docs/benchmarks.md`);
     /// - no `queue-scorer`: the latency model already prices the queue, in seconds, and the
     ///   min-max queue score turns a one-request difference into the whole `[0, 1]` range, which
     ///   herds bursts (`infergate tune` dropped it on bursty-70b; across every benchmark scenario
@@ -113,7 +121,12 @@ impl Profile {
             vec![
                 weighted(Scorer::KvCache, 2.0),
                 weighted(Scorer::PrefixYieldingToLoad { slack: 4.0 }, 3.0),
-                weighted(Scorer::PredictedLatency, 4.0),
+                weighted(
+                    Scorer::PredictedLatency {
+                        tolerance_s: DEFAULT_LATENCY_TOLERANCE_S,
+                    },
+                    4.0,
+                ),
                 weighted(Scorer::KvHeadroom { soft_limit: 0.85 }, 2.0),
                 weighted(Scorer::LoraAffinity, 2.0),
             ],

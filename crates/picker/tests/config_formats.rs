@@ -5,7 +5,9 @@
 use std::time::Duration;
 
 use infergate_picker::config::{EndpointPickerConfig, PickerConfig, ScorerWeights, Weights};
-use infergate_picker::{weighted, ConfigError, Filter, Scorer, Selection, TieBreak};
+use infergate_picker::{
+    weighted, ConfigError, Filter, Scorer, Selection, TieBreak, DEFAULT_LATENCY_TOLERANCE_S,
+};
 
 fn epp(json: &str) -> Result<infergate_picker::Profile, ConfigError> {
     serde_json::from_str::<EndpointPickerConfig>(json)
@@ -86,6 +88,35 @@ fn without_profiles_every_declared_plugin_is_used_with_weight_one() {
             },
         ]
     );
+}
+
+#[test]
+fn the_latency_scorer_takes_a_tolerance_and_defaults_to_half_a_second() {
+    let p = epp(r#"{"plugins": [
+        {"type": "latency-scorer", "name": "tolerant", "parameters": {"tolerance": "1.5s"}},
+        {"type": "latency-scorer", "name": "plain", "parameters": {"tolerance": "0s"}},
+        {"type": "latency-scorer", "name": "default"}
+    ]}"#)
+    .unwrap();
+    assert_eq!(
+        p.scorers,
+        vec![
+            weighted(Scorer::PredictedLatency { tolerance_s: 1.5 }, 1.0),
+            weighted(Scorer::PredictedLatency { tolerance_s: 0.0 }, 1.0),
+            weighted(
+                Scorer::PredictedLatency {
+                    tolerance_s: DEFAULT_LATENCY_TOLERANCE_S
+                },
+                1.0
+            ),
+        ]
+    );
+    assert_eq!(DEFAULT_LATENCY_TOLERANCE_S, 0.5);
+    let err =
+        epp(r#"{"plugins": [{"type": "latency-scorer", "parameters": {"tolerance": "soon"}}]}"#)
+            .unwrap_err()
+            .to_string();
+    assert!(err.contains("tolerance") && err.contains("soon"), "{err}");
 }
 
 #[test]

@@ -12,7 +12,7 @@ use super::render::RenderError;
 use crate::error::ConfigError;
 use crate::filter::Filter;
 use crate::prefix::PrefixParams;
-use crate::profile::{weighted, Profile, DEFAULT_MAX_METRICS_AGE};
+use crate::profile::{weighted, Profile, DEFAULT_LATENCY_TOLERANCE_S, DEFAULT_MAX_METRICS_AGE};
 use crate::scorer::Scorer;
 use crate::select::{Selection, TieBreak};
 
@@ -241,7 +241,16 @@ fn parse_plugin(
         "active-request-scorer" => none(Scorer::ActiveRequest),
         "token-load-scorer" => none(Scorer::TokenLoad),
         "session-affinity-scorer" => none(Scorer::SessionAffinity),
-        "latency-scorer" => none(Scorer::PredictedLatency),
+        "latency-scorer" => {
+            let p = Params::new(name, params, &["tolerance"])?;
+            let tolerance_s = p
+                .duration("tolerance")?
+                .map_or(DEFAULT_LATENCY_TOLERANCE_S, |d| d.as_secs_f64());
+            Ok(Plugin::Scorer(
+                Scorer::PredictedLatency { tolerance_s },
+                None,
+            ))
+        }
         "no-hit-lru-scorer" => {
             // `lruSize` bounds how many pods upstream tracks; infergate tracks every pod of the
             // pool, so the knob would be ignored: rejected as unknown rather than accepted.

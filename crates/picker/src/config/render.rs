@@ -141,6 +141,9 @@ fn scorer_params(scorer: &Scorer) -> Vec<(&'static str, ParamValue)> {
             vec![("softLimit", ParamValue::Float(*soft_limit))]
         }
         Scorer::LoadAware { threshold } => vec![("threshold", ParamValue::Float(*threshold))],
+        Scorer::PredictedLatency { tolerance_s } => {
+            vec![("tolerance", ParamValue::Str(format!("{tolerance_s}s")))]
+        }
         _ => Vec::new(),
     }
 }
@@ -179,6 +182,7 @@ mod tests {
         tuned
             .scorers
             .push(weighted(Scorer::LoadAware { threshold: 64.0 }, 1.5));
+        tuned.scorers[2].scorer = Scorer::PredictedLatency { tolerance_s: 0.125 };
         tuned.prefix.block_size_tokens = 32;
         tuned.max_fallbacks = 4;
         assert_eq!(round_trip(&tuned), tuned);

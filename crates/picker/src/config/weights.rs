@@ -7,7 +7,7 @@
 
 use infergate_config::gateway::{EffectiveWeights, Weights};
 
-use crate::profile::{weighted, Profile, WeightedScorer};
+use crate::profile::{weighted, Profile, WeightedScorer, DEFAULT_LATENCY_TOLERANCE_S};
 use crate::scorer::Scorer;
 
 /// Scorer weights the picker can run: the scorers they turn on, and the profile of those.
@@ -41,7 +41,12 @@ impl ScorerWeights for EffectiveWeights {
             (Scorer::Prefix, prefix),
             (Scorer::LoraAffinity, lora_affinity),
             (Scorer::RunningRequests, running_requests),
-            (Scorer::PredictedLatency, predicted_latency),
+            (
+                Scorer::PredictedLatency {
+                    tolerance_s: DEFAULT_LATENCY_TOLERANCE_S,
+                },
+                predicted_latency,
+            ),
             (Scorer::NoHitLru, lru),
         ]
         .into_iter()

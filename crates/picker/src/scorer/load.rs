@@ -120,12 +120,15 @@ pub(super) fn token_load(cands: &Candidates, weight: f64, totals: &mut [f64]) {
     );
 }
 
-/// `min_predicted / predicted`: the fastest candidate scores 1, one predicted twice as slow 0.5.
-/// A ratio rather than min-max, so near-equal predictions give near-equal scores instead of being
-/// stretched over the whole `[0, 1]` range.
+/// `(min_predicted + tolerance) / (predicted + tolerance)`: the fastest candidate scores 1; with
+/// no tolerance, one predicted twice as slow scores 0.5. A ratio rather than min-max, so
+/// near-equal predictions give near-equal scores instead of being stretched over the whole
+/// `[0, 1]` range; the tolerance (see [`super::Scorer::PredictedLatency`]) makes a difference
+/// count by its size against a first token's scale.
 pub(super) fn predicted_latency(
     input: &ScoreInput<'_>,
     cands: &Candidates,
+    tolerance_s: f64,
     weight: f64,
     totals: &mut [f64],
     work: &mut Work,
@@ -144,10 +147,11 @@ pub(super) fn predicted_latency(
         totals.iter_mut().for_each(|t| *t += weight);
         return;
     }
+    let tolerance = tolerance_s.max(0.0);
     // Branch-free, so the compiler can divide two candidates at a time.
     for (t, &p) in totals.iter_mut().zip(predicted.iter()) {
-        let ratio = (min / p).clamp(0.0, 1.0);
-        *t += weight * if p > 0.0 { ratio } else { 1.0 };
+        let ratio = ((min + tolerance) / (p + tolerance)).clamp(0.0, 1.0);
+        *t += weight * if p + tolerance > 0.0 { ratio } else { 1.0 };
     }
 }
 

@@ -56,8 +56,21 @@ pub enum Scorer {
     TokenLoad,
     /// `session-affinity-scorer`: 1 for the endpoint the request's session last went to, else 0.
     SessionAffinity,
-    /// `latency-scorer`: the learned TTFT model; `min_predicted / predicted`.
-    PredictedLatency,
+    /// `latency-scorer`: the learned TTFT model;
+    /// `(min_predicted + tolerance) / (predicted + tolerance)`.
+    ///
+    /// The tolerance is added to every prediction so that the score weighs a difference by how
+    /// large it is against a first token's scale, not by its ratio alone: 50 ms against 195 ms
+    /// (a prefix hit against a miss, both far inside any TTFT objective) is a mild preference
+    /// that KV use and affinity can outweigh, while 0.5 s against 5 s stays decisive. With a
+    /// plain ratio the first pair scored 1 against 0.26, as strongly as the second, and
+    /// differences of tens of milliseconds between equal pods (each pod's learned parameters,
+    /// plus whose prefix it holds) herded a prefix-sharing pool's long decodes onto some pods
+    /// until their KV caches filled and preempted (`docs/benchmarks.md`).
+    PredictedLatency {
+        /// Seconds added to every prediction (0: the plain ratio `min / predicted`).
+        tolerance_s: f64,
+    },
     /// `kv-headroom-scorer` (infergate): 1 while the KV use projected after this request stays
     /// under `soft_limit`, falling linearly to 0 at full, so requests avoid pods about to
     /// preempt.
@@ -82,7 +95,7 @@ impl Scorer {
             Scorer::ActiveRequest => "active-request-scorer",
             Scorer::TokenLoad => "token-load-scorer",
             Scorer::SessionAffinity => "session-affinity-scorer",
-            Scorer::PredictedLatency => "latency-scorer",
+            Scorer::PredictedLatency { .. } => "latency-scorer",
             Scorer::KvHeadroom { .. } => "kv-headroom-scorer",
         }
     }
@@ -93,7 +106,7 @@ impl Scorer {
             self,
             Scorer::Prefix
                 | Scorer::PrefixYieldingToLoad { .. }
-                | Scorer::PredictedLatency
+                | Scorer::PredictedLatency { .. }
                 | Scorer::KvHeadroom { .. }
         )
     }
@@ -124,7 +137,9 @@ impl Scorer {
             Scorer::ActiveRequest => load::active_request(cands, weight, totals),
             Scorer::TokenLoad => load::token_load(cands, weight, totals),
             Scorer::SessionAffinity => affinity::session(input, cands, weight, totals),
-            Scorer::PredictedLatency => load::predicted_latency(input, cands, weight, totals, work),
+            Scorer::PredictedLatency { tolerance_s } => {
+                load::predicted_latency(input, cands, *tolerance_s, weight, totals, work)
+            }
             Scorer::KvHeadroom { soft_limit } => {
                 cache::kv_headroom(cands, *soft_limit, weight, totals)
             }
@@ -255,7 +270,15 @@ mod tests {
             // No prefix match anywhere.
             (Scorer::Prefix, [0.0, 0.0, 0.0]),
             // Defaults, all cold: 0.02 + q × 0.05 + 1000 tokens / 10k tok/s.
-            (Scorer::PredictedLatency, [1.0, 0.12 / 0.37, 0.12 / 0.62]),
+            (
+                Scorer::PredictedLatency { tolerance_s: 0.0 },
+                [1.0, 0.12 / 0.37, 0.12 / 0.62],
+            ),
+            // The same with 0.5 s added to each prediction.
+            (
+                Scorer::PredictedLatency { tolerance_s: 0.5 },
+                [1.0, 0.62 / 0.87, 0.62 / 1.12],
+            ),
             // Projected: 0.2 + 1000/10000 = 0.3 → 1; 0.5 + 0.1 = 0.6 → 1; unknown → 0.
             (Scorer::KvHeadroom { soft_limit: 0.8 }, [1.0, 1.0, 0.0]),
             // No adapter: neutral.
@@ -289,7 +312,7 @@ mod tests {
         let p = |q: f64, u: f64| 0.02 + q * 0.05 + u / 10_000.0;
         let (a, b, c) = (p(0.0, 872.0), p(4.0, 872.0), p(12.0, 936.0));
         assert_close(
-            &f.score(Scorer::PredictedLatency),
+            &f.score(Scorer::PredictedLatency { tolerance_s: 0.0 }),
             &[1.0, a / b, a / c],
             "latency",
         );
@@ -473,8 +496,15 @@ mod tests {
                 )
             });
             let fastest = predicted.iter().copied().fold(f64::INFINITY, f64::min);
-            let latency_scores = per(&|i| fastest / predicted[i]);
-            assert_close(&kernel(Scorer::PredictedLatency), &latency_scores, "latency");
+            for tolerance_s in [0.0, 0.5] {
+                let latency_scores =
+                    per(&|i| (fastest + tolerance_s) / (predicted[i] + tolerance_s));
+                assert_close(
+                    &kernel(Scorer::PredictedLatency { tolerance_s }),
+                    &latency_scores,
+                    "latency",
+                );
+            }
         }
     }
 }
