@@ -71,6 +71,10 @@ pub struct EngineConfig {
     pub enable_prefix_caching: bool,
     /// Chunked prefill: a long prompt is computed over several steps.
     pub enable_chunked_prefill: bool,
+    /// vLLM V0's scheduler (0.4–0.6 without chunked prefill): a step that admits waiting prompts
+    /// runs them alone and the running requests decode in the steps between. Off (V1, every
+    /// vLLM since 0.8), prompts and decodes share each step.
+    pub prefill_steps_alone: bool,
     /// Waiting-queue order and preemption victims (vLLM `--scheduling-policy`).
     pub scheduling_policy: SchedulingPolicy,
     /// Distinct adapters in one batch (GPU slots); 0 disables LoRA.
@@ -141,6 +145,7 @@ impl EngineConfig {
             num_gpu_blocks: profile.num_gpu_blocks(),
             enable_prefix_caching: true,
             enable_chunked_prefill: true,
+            prefill_steps_alone: false,
             scheduling_policy: SchedulingPolicy::Fcfs,
             max_loras: 0,
             max_cpu_loras: 0,

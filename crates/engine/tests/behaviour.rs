@@ -4,7 +4,9 @@
 #![allow(clippy::unwrap_used)]
 
 use infergate_engine::drive::{run, Arrival};
-use infergate_engine::{Engine, EngineConfig, Event, EventKind, FinishReason, NewRequest, Profile};
+use infergate_engine::{
+    Engine, EngineConfig, Event, EventKind, FinishReason, NewRequest, Profile, RequestId,
+};
 use std::time::Duration;
 
 fn request(len: u32, base: u32, output: u32, adapter: Option<&str>) -> NewRequest {
@@ -178,4 +180,51 @@ fn the_same_seed_replays_the_same_run_and_another_seed_does_not() {
     };
     assert_eq!(once(1), once(1));
     assert_ne!(once(1), once(2));
+}
+
+/// Token times of `id` in `events`.
+fn token_times(events: &[Event], id: RequestId) -> Vec<Duration> {
+    events
+        .iter()
+        .filter(|ev| ev.id == id && matches!(ev.kind, EventKind::Token { .. }))
+        .map(|ev| ev.at)
+        .collect()
+}
+
+#[test]
+fn a_v0_prefill_step_runs_alone_and_the_decoders_wait_for_it() {
+    // A decodes; B's 2,000-token prompt arrives. V1 computes B's prompt in a step that also
+    // advances A; V0 (no chunked prefill) runs B's prompt alone, so A gets no token at the end
+    // of that step, and its tokens still all come.
+    for v0 in [false, true] {
+        let mut c = config();
+        c.report_every_token = true;
+        c.enable_prefix_caching = false;
+        if v0 {
+            c.enable_chunked_prefill = false;
+            c.prefill_steps_alone = true;
+            c.max_num_batched_tokens = c.max_model_len.max(2_048);
+        }
+        let mut e = Engine::new(c);
+        let mut events: Vec<Event> = Vec::new();
+        let a = e.submit(Duration::ZERO, request(64, 0, 50, None)).unwrap();
+        e.advance(Duration::from_millis(100), &mut events);
+        assert!(
+            token_times(&events, a).len() > 2,
+            "A decodes before B arrives"
+        );
+        let b = e
+            .submit(Duration::from_millis(100), request(2_000, 10_000, 5, None))
+            .unwrap();
+        e.advance(Duration::from_secs(10), &mut events);
+        let (ta, tb) = (token_times(&events, a), token_times(&events, b));
+        assert_eq!((ta.len(), tb.len()), (50, 5), "v0 {v0}: every token comes");
+        let b_first = tb[0];
+        assert_eq!(
+            ta.contains(&b_first),
+            !v0,
+            "v0 {v0}: A's token at the end of B's prefill step"
+        );
+        assert!(e.is_idle());
+    }
 }

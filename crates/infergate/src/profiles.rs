@@ -168,3 +168,28 @@ fn summary_json(s: &Summary) -> serde_json::Value {
         "not_reproduced": s.not_reproduced,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(median_error: f64, anchors: usize) -> Summary {
+        Summary {
+            anchors,
+            median_error,
+            worst_error: median_error,
+            not_reproduced: 0,
+        }
+    }
+
+    #[test]
+    fn the_column_flags_an_error_above_the_limit_and_a_profile_without_anchors() {
+        assert_eq!(fidelity(Some(&summary(0.14, 3))), "14 % over 3");
+        assert_eq!(
+            fidelity(Some(&summary(0.25, 1))),
+            "⚠ 25 % over 1 (above 20 %)"
+        );
+        assert!(fidelity(Some(&summary(f64::INFINITY, 2))).starts_with('⚠'));
+        assert_eq!(fidelity(None), "⚠ no held-out anchor");
+    }
+}

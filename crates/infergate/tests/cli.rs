@@ -37,9 +37,11 @@ fn list_profiles_prints_every_reference_row_and_instant() {
         row("llama-3.1-8b/h200/tp1").contains("⚠ no held-out anchor"),
         "{text}"
     );
-    // The L4's one held-out anchor misses by more than 20 %: flagged with its figure.
+    // The L4's one held-out anchor is within 20 % since V0's prefill steps (+20.5 % before):
+    // its figure, no flag. (The flag's text is tested in `profiles.rs`.)
+    let l4 = row("llama-3.1-8b/l4/tp1");
     assert!(
-        row("llama-3.1-8b/l4/tp1").contains("% over 1 (above 20 %)"),
+        l4.trim_end().ends_with("% over 1 |") && !l4.contains('⚠'),
         "{text}"
     );
 }

@@ -26,10 +26,17 @@ pub struct Setup {
     pub num_gpu_blocks: Option<u32>,
     /// `--max-num-batched-tokens`, where the source sets it.
     pub max_num_batched_tokens: Option<u32>,
-    /// Whether the source ran vLLM's V0 engine (before 0.8): its steps pay
-    /// [`crate::step_time::Calibration::v0_per_request_nanos`] per request.
+    /// Whether the source ran vLLM's V0 engine (0.4–0.6) at its defaults: its steps pay
+    /// [`crate::step_time::Calibration::v0_per_request_nanos`] per request, prefix caching is
+    /// off, and, up to a 32k-token `max_model_len`, chunked prefill is off and prompts run in
+    /// steps of their own ([`crate::EngineConfig::prefill_steps_alone`]) with a budget of
+    /// `max(max_model_len, 2048)` tokens. Above 32k V0 turned chunked prefill on, which mixes
+    /// prompt chunks into the decode steps as V1 does.
     pub vllm_v0: bool,
 }
+
+/// vLLM V0 turned chunked prefill on by default above this `max_model_len` (0.5–0.6).
+const V0_CHUNKED_PREFILL_ABOVE: u32 = 32_768;
 
 impl Setup {
     /// `model` on `gpu` at `tp` with vLLM's defaults.
@@ -92,6 +99,14 @@ impl Setup {
         }
         if self.vllm_v0 {
             c.calibration.per_request_nanos = c.calibration.v0_per_request_nanos;
+            c.enable_prefix_caching = false;
+            if c.max_model_len <= V0_CHUNKED_PREFILL_ABOVE {
+                c.enable_chunked_prefill = false;
+                c.prefill_steps_alone = true;
+                if self.max_num_batched_tokens.is_none() {
+                    c.max_num_batched_tokens = c.max_model_len.max(2_048).max(c.max_num_seqs);
+                }
+            }
         }
     }
 }

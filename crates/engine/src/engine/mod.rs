@@ -149,6 +149,8 @@ struct Step {
     decoders: usize,
     /// Prefilling requests scheduled and the tokens each computes.
     plan: Vec<(u32, u32)>,
+    /// Prompts alone (V0's prefill step): the decoders wait, so the decode clock stands still.
+    prefill_only: bool,
 }
 
 /// One simulated replica.
@@ -175,6 +177,9 @@ pub struct Engine {
     step: Option<Step>,
     /// Steps applied so far; decoding requests derive their state from it.
     steps_done: u64,
+    /// Time of the prompts-only steps since the last decode step: the decoders waited through
+    /// it, so their next inter-token latency includes it.
+    stalled: Duration,
     spare_plan: Vec<(u32, u32)>,
     spare_slots: Vec<u32>,
     /// Adapter load time the step being planned pays.
@@ -213,6 +218,7 @@ impl Engine {
             running: Running::new(),
             step: None,
             steps_done: 0,
+            stalled: Duration::ZERO,
             spare_plan: Vec::new(),
             spare_slots: Vec::new(),
             pending_adapter_load: Duration::ZERO,
@@ -440,7 +446,7 @@ impl Engine {
         }
         let mut plan = std::mem::take(&mut self.spare_plan);
         plan.clear();
-        let shape = self.schedule(now, &mut plan, out);
+        let (shape, prefill_only) = self.schedule(now, &mut plan, out);
         if plan.is_empty() && self.running.decoding() == 0 {
             self.spare_plan = plan;
             return;
@@ -452,8 +458,13 @@ impl Engine {
         self.step = Some(Step {
             start: now,
             end,
-            decoders: self.running.decoding(),
+            decoders: if prefill_only {
+                0
+            } else {
+                self.running.decoding()
+            },
             plan,
+            prefill_only,
         });
     }
 
@@ -465,18 +476,28 @@ impl Engine {
             end,
             decoders,
             plan,
+            prefill_only,
         }) = self.step.take()
         else {
             return;
         };
+        // `steps_done` is the decode clock: every decoder's progress is counted from it, so a
+        // prompts-only step, in which no decoder computes, leaves it where it is.
         let step = self.steps_done;
-        self.steps_done += 1;
-        self.running.step_applied();
+        if !prefill_only {
+            self.steps_done += 1;
+            self.running.step_applied();
+        }
         self.counters.generation_tokens += decoders as u64;
-        self.counters
-            .itl
-            .observe_many((end - start).as_secs_f64(), decoders as u64);
-        if self.config.report_every_token {
+        if prefill_only {
+            self.stalled += end - start;
+        } else {
+            let waited = end - start + std::mem::take(&mut self.stalled);
+            self.counters
+                .itl
+                .observe_many(waited.as_secs_f64(), decoders as u64);
+        }
+        if self.config.report_every_token && !prefill_only {
             for slot in self.running.decoders() {
                 let Some(seq) = self.slots[slot as usize].as_mut() else {
                     continue;
@@ -494,7 +515,9 @@ impl Engine {
         }
         let mut done = std::mem::take(&mut self.spare_slots);
         done.clear();
-        self.running.pop_finished(&self.slots, step, &mut done);
+        if !prefill_only {
+            self.running.pop_finished(&self.slots, step, &mut done);
+        }
         for &(slot, num_new) in &plan {
             let Some(seq) = self.slots[slot as usize].as_mut() else {
                 continue;

@@ -7,6 +7,9 @@
 //! budget, `max_num_seqs`, the block pool and the LoRA slots allow; the first that does not fit
 //! stops admission (a LoRA request with no slot is skipped instead, as in vLLM), whatever the
 //! scheduling policy (see `priority.rs`).
+//!
+//! With [`crate::EngineConfig::prefill_steps_alone`] (vLLM V0 without chunked prefill), a step
+//! that can admit waiting prompts runs them alone and the decoders wait for the next step.
 
 use super::{Engine, Event};
 use crate::lora::SlotDecision;
@@ -16,13 +19,39 @@ use crate::BLOCK_SIZE;
 use std::time::Duration;
 
 impl Engine {
+    /// Plans the next step into `plan`; returns its shape and whether it runs prompts alone
+    /// (V0's prefill step, see [`crate::EngineConfig::prefill_steps_alone`]).
     pub(super) fn schedule(
         &mut self,
         now: Duration,
         plan: &mut Vec<(u32, u32)>,
         out: &mut Vec<Event>,
-    ) -> StepShape {
+    ) -> (StepShape, bool) {
         self.pending_adapter_load = Duration::ZERO;
+        if self.config.prefill_steps_alone
+            && !self.waiting.is_empty()
+            && self.running.prefilling.is_empty()
+        {
+            // V0: waiting prompts that fit go first, in a step of their own, with the whole
+            // budget; the decoders wait for it. Nothing admissible: an ordinary decode step.
+            // (A prompt still being chunked, possible only with chunked prefill on, finishes in
+            // ordinary steps first, so that new arrivals cannot starve it.)
+            let mut budget = self.config.max_num_batched_tokens;
+            self.admit_waiting(now, &mut budget, plan);
+            if !plan.is_empty() {
+                return (self.prompts_shape(plan), true);
+            }
+        }
+        (self.mixed_step(now, plan, out), false)
+    }
+
+    /// V1's step: every decoder, then prefills in the budget left.
+    fn mixed_step(
+        &mut self,
+        now: Duration,
+        plan: &mut Vec<(u32, u32)>,
+        out: &mut Vec<Event>,
+    ) -> StepShape {
         let step = self.steps_done;
         let mut preempted = self.make_room_for_decoders(step, now, out);
         // Decoders that reach a block boundary before this step take their next block.
@@ -97,6 +126,19 @@ impl Engine {
             preempted = true;
         }
         preempted
+    }
+
+    /// A step of prompts alone: the plan's chunks, no decoder.
+    fn prompts_shape(&self, plan: &[(u32, u32)]) -> StepShape {
+        let mut shape = StepShape::default();
+        for &(slot, num_new) in plan {
+            if let Some(seq) = self.slots[slot as usize].as_ref() {
+                shape.add_chunk(u64::from(num_new), u64::from(seq.computed));
+            }
+        }
+        shape.distinct_adapters = self.lora.active_adapters() as u32;
+        shape.adapter_load = self.pending_adapter_load;
+        shape
     }
 
     fn shape(&self, plan: &[(u32, u32)]) -> StepShape {
