@@ -22,6 +22,7 @@ fn main() {
             mfu_scale: args[3],
             kv_bandwidth_efficiency: args[4],
             moe_compute_efficiency: args.get(7).copied().unwrap_or(1.0),
+            moe_experts_only: false,
             decode_compute_efficiency: args.get(8).copied().filter(|&e| e > 0.0),
             nvlink_all_reduce_nanos: args.get(9).copied().unwrap_or(10_000.0),
             v0_per_request_nanos: args.get(10).copied().unwrap_or(args[0]),

@@ -5,7 +5,7 @@ use infergate_engine::anchors::fit::{search, GRID};
 fn main() {
     for f in search(&GRID).iter().take(10) {
         println!(
-            "within_reference {} score {:.3} median {:.3} per_request_nanos {} overlap {} weight_eff {} kv_eff {} mfu_scale {} moe_eff {} decode_eff {:?} all_reduce {} v0_per_request {} api_overhead_ms {}",
+            "within_reference {} score {:.4} median {:.3} per_request_nanos {} overlap {} weight_eff {} kv_eff {} mfu_scale {} moe_eff {} moe_experts_only {} decode_eff {:?} all_reduce {} v0_per_request {} api_overhead_ms {}",
             f.within_reference,
             f.score,
             f.median_error,
@@ -15,6 +15,7 @@ fn main() {
             f.calibration.kv_bandwidth_efficiency,
             f.calibration.mfu_scale,
             f.calibration.moe_compute_efficiency,
+            f.calibration.moe_experts_only,
             f.calibration.decode_compute_efficiency,
             f.calibration.nvlink_all_reduce_nanos,
             f.calibration.v0_per_request_nanos,

@@ -270,6 +270,14 @@ impl Model {
         u64::from(self.layers) * (self.attention_params_per_layer() + mlp) + self.embedding_params()
     }
 
+    /// Parameters of the routed experts a token passes through (`top_k` per layer); 0 for a
+    /// dense model.
+    pub fn active_expert_params(&self) -> u64 {
+        self.moe.as_ref().map_or(0, |m| {
+            u64::from(self.layers) * u64::from(m.top_k) * self.expert_params()
+        })
+    }
+
     /// All parameters.
     pub fn total_params(&self) -> u64 {
         self.dense_params() + self.all_expert_params()

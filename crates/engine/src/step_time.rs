@@ -86,6 +86,10 @@ pub struct Calibration {
     /// expert GEMMs are many small grouped ones, slower per FLOP than a dense layer's. 1 counts
     /// an MoE layer's active FLOPs at the dense rate.
     pub moe_compute_efficiency: f64,
+    /// Whether `moe_compute_efficiency` slows only the routed experts' GEMMs (attention and the
+    /// dense projections of an MoE model then run at the dense rate, as they are the same
+    /// kernels as a dense model's) rather than every FLOP of the model.
+    pub moe_experts_only: bool,
     /// How fast decode tokens' GEMMs run relative to a prefill's (both at the prefill MFU
     /// `mfu_scale` sets): decode FLOPs are priced at `prefill FLOP/s × this`. `None` leaves
     /// decode FLOPs out, as the reference formula does.
@@ -109,6 +113,7 @@ impl Calibration {
         kv_bandwidth_efficiency: 0.5,
         mfu_scale: 1.0,
         moe_compute_efficiency: 1.0,
+        moe_experts_only: false,
         decode_compute_efficiency: None,
         nvlink_all_reduce_nanos: 10_000.0,
         v0_per_request_nanos: 4_400.0,
@@ -132,6 +137,7 @@ impl Calibration {
         kv_bandwidth_efficiency: 0.5,
         mfu_scale: 1.4,
         moe_compute_efficiency: 0.4,
+        moe_experts_only: false,
         decode_compute_efficiency: Some(1.0),
         nvlink_all_reduce_nanos: 10_000.0,
         v0_per_request_nanos: 130_000.0,
@@ -152,11 +158,13 @@ pub struct StepTimeModel {
     fixed_nanos: f64,
     per_request_nanos: f64,
     weight_read_divisor: f64,
-    flops_per_token: f64,
-    attention_flops_per_pair: f64,
-    flops_per_second: f64,
-    /// FLOP/s of decode tokens' GEMMs; `None` where decode FLOPs are left out.
-    decode_flops_per_second: Option<f64>,
+    /// Seconds of GEMMs per prefill token: the dense part at the dense rate, the routed
+    /// experts' at the MoE rate.
+    prefill_seconds_per_token: f64,
+    /// Seconds of attention per token pair of a prefill chunk.
+    attention_seconds_per_pair: f64,
+    /// Seconds of GEMMs per decode token; `None` where decode FLOPs are left out.
+    decode_seconds_per_token: Option<f64>,
     kv_bytes_per_token: f64,
     kv_read_divisor: f64,
     profile: Profile,
@@ -182,14 +190,21 @@ impl StepTimeModel {
         } else {
             0.0
         };
-        let flops_per_second = profile.gpu.prefill_mfu
-            * calibration.mfu_scale
-            * if model.moe.is_some() {
-                calibration.moe_compute_efficiency
-            } else {
-                1.0
-            }
-            * profile.peak_flops();
+        let dense_rate = profile.gpu.prefill_mfu * calibration.mfu_scale * profile.peak_flops();
+        let moe_rate = if model.moe.is_some() {
+            dense_rate * calibration.moe_compute_efficiency
+        } else {
+            dense_rate
+        };
+        // The routed experts' share of the active FLOPs, and the rate everything else runs at.
+        let expert_flops = 2.0 * model.active_expert_params() as f64;
+        let other_flops = 2.0 * model.active_params() as f64 - expert_flops;
+        let other_rate = if calibration.moe_experts_only {
+            dense_rate
+        } else {
+            moe_rate
+        };
+        let gemm_seconds_per_token = other_flops / other_rate + expert_flops / moe_rate;
         StepTimeModel {
             instant: profile.instant,
             overlap_penalty: calibration.prefill_overlap_penalty,
@@ -200,12 +215,11 @@ impl StepTimeModel {
             per_request_nanos: calibration.per_request_nanos,
             weight_read_divisor: calibration.weight_bandwidth_efficiency
                 * profile.gpu.hbm_bandwidth,
-            flops_per_token: 2.0 * model.active_params() as f64,
-            attention_flops_per_pair: 4.0 * layers * model.attention_width() as f64,
-            flops_per_second,
-            decode_flops_per_second: calibration
+            prefill_seconds_per_token: gemm_seconds_per_token,
+            attention_seconds_per_pair: 4.0 * layers * model.attention_width() as f64 / other_rate,
+            decode_seconds_per_token: calibration
                 .decode_compute_efficiency
-                .map(|e| flops_per_second * e),
+                .map(|e| gemm_seconds_per_token / e),
             kv_bytes_per_token: profile.kv_bytes_per_token_per_gpu(),
             kv_read_divisor: calibration.kv_bandwidth_efficiency * profile.gpu.hbm_bandwidth,
             profile: profile.clone(),
@@ -219,11 +233,10 @@ impl StepTimeModel {
         }
         let weights =
             self.profile.weight_bytes_read_per_gpu(shape.tokens) / self.weight_read_divisor;
-        let flops = shape.prefill_tokens as f64 * self.flops_per_token
-            + shape.attention_pairs * self.attention_flops_per_pair;
-        let prefill = flops / self.flops_per_second;
-        let decode = self.decode_flops_per_second.map_or(0.0, |rate| {
-            (shape.tokens - shape.prefill_tokens) as f64 * self.flops_per_token / rate
+        let prefill = shape.prefill_tokens as f64 * self.prefill_seconds_per_token
+            + shape.attention_pairs * self.attention_seconds_per_pair;
+        let decode = self.decode_seconds_per_token.map_or(0.0, |per_token| {
+            (shape.tokens - shape.prefill_tokens) as f64 * per_token
         });
         let kv = shape.kv_read_tokens as f64 * self.kv_bytes_per_token / self.kv_read_divisor;
         // A decode batch's GEMMs read the weights and compute its tokens at once: the roofline
@@ -363,6 +376,52 @@ mod tests {
         assert_eq!(fitted.decode_nanos(8, 500), bytes_only.decode_nanos(8, 500));
         // 256 sequences of 70B on four A100s: about 48 ms of GEMMs against 20 ms of weights.
         assert!(fitted.decode_nanos(256, 500) > 1.5 * bytes_only.decode_nanos(256, 500));
+    }
+
+    #[test]
+    fn the_moe_rate_can_slow_the_routed_experts_alone() {
+        let experts_only = Calibration {
+            moe_experts_only: true,
+            ..Calibration::FITTED
+        };
+        let every_flop = Calibration {
+            moe_experts_only: false,
+            ..Calibration::FITTED
+        };
+        let chunk = |cached: u64| {
+            let mut shape = StepShape::default();
+            shape.add_chunk(16_000, cached);
+            shape
+        };
+        // A dense model has no routed experts: the scope changes nothing.
+        let dense = Profile::lookup("llama-3.1-70b", "h100", 4).unwrap();
+        assert_eq!(
+            StepTimeModel::calibrated(&dense, &experts_only).step_nanos(&chunk(20_000)),
+            StepTimeModel::calibrated(&dense, &every_flop).step_nanos(&chunk(20_000))
+        );
+        // On an MoE model, attention over 20,000 more cached tokens runs at the dense rate: its
+        // cost is the MoE efficiency times what it was at the MoE rate, plus the same read of
+        // those tokens' KV in both (under 1 % of it here).
+        let moe = Profile::lookup("qwen3-235b-a22b", "h100", 8).unwrap();
+        let attention = |m: &StepTimeModel| m.step_nanos(&chunk(20_000)) - m.step_nanos(&chunk(0));
+        let all_flops = attention(&StepTimeModel::calibrated(&moe, &every_flop));
+        let scoped = attention(&StepTimeModel::calibrated(&moe, &experts_only));
+        let ratio = scoped / all_flops;
+        let efficiency = Calibration::FITTED.moe_compute_efficiency;
+        assert!(
+            ratio > efficiency && ratio < efficiency + 0.01,
+            "{scoped} against {all_flops}"
+        );
+        // And the routed experts' GEMMs still run at the MoE rate: a step is slower than the
+        // same model's at the dense rate everywhere.
+        let dense_rate = Calibration {
+            moe_compute_efficiency: 1.0,
+            ..Calibration::FITTED
+        };
+        assert!(
+            StepTimeModel::calibrated(&moe, &experts_only).step_nanos(&chunk(0))
+                > StepTimeModel::calibrated(&moe, &dense_rate).step_nanos(&chunk(0))
+        );
     }
 
     #[test]
