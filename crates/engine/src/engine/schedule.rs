@@ -141,19 +141,13 @@ impl Engine {
         shape
     }
 
+    /// A mixed step: every decoder, and the plan's chunks.
     fn shape(&self, plan: &[(u32, u32)]) -> StepShape {
-        let mut shape = StepShape::default();
+        let mut shape = self.prompts_shape(plan);
         let decoders = self.running.decoding() as u64;
-        shape.batch_size = decoders as u32;
-        shape.tokens = decoders;
-        shape.kv_read_tokens = self.running.decode_context();
-        for &(slot, num_new) in plan {
-            if let Some(seq) = self.slots[slot as usize].as_ref() {
-                shape.add_chunk(u64::from(num_new), u64::from(seq.computed));
-            }
-        }
-        shape.distinct_adapters = self.lora.active_adapters() as u32;
-        shape.adapter_load = self.pending_adapter_load;
+        shape.batch_size += decoders as u32;
+        shape.tokens += decoders;
+        shape.kv_read_tokens += self.running.decode_context();
         shape
     }
 
