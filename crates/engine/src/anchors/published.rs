@@ -154,6 +154,17 @@ const fn lambda_burst(setup: Setup, lengths: &'static [(u32, u32)]) -> Experimen
     x(setup, burst(lengths.len()), Lengths::Exact(lengths))
 }
 
+/// Neural Magic's ShareGPT run on the A10G at 1 req/s (`NEURAL_MAGIC_A10G`): one run, two
+/// figures.
+const NEURAL_MAGIC_RUN: Experiment = x(
+    L8_A10G,
+    Load::Poisson {
+        per_second: 1.0,
+        requests: 200,
+    },
+    Lengths::Exact(lambda::A100_8B_320),
+);
+
 /// llmperf at `concurrency` on the A10G (`LLMPERF_A10G`).
 const fn llmperf_a10g(concurrency: usize) -> Experiment {
     x(
@@ -437,14 +448,7 @@ pub const PUBLISHED: &[Published] = &[
     // A10G: Neural Magic's ShareGPT run at 1 req/s.
     figure(
         "8B A10G, ShareGPT at 1 req/s",
-        x(
-            L8_A10G,
-            Load::Poisson {
-                per_second: 1.0,
-                requests: 200,
-            },
-            Lengths::Exact(lambda::A100_8B_320),
-        ),
+        NEURAL_MAGIC_RUN,
         Figure::TpotMedianMs,
         42.29,
         HeldOut,
@@ -452,14 +456,7 @@ pub const PUBLISHED: &[Published] = &[
     ),
     figure(
         "8B A10G, ShareGPT at 1 req/s",
-        x(
-            L8_A10G,
-            Load::Poisson {
-                per_second: 1.0,
-                requests: 200,
-            },
-            Lengths::Exact(lambda::A100_8B_320),
-        ),
+        NEURAL_MAGIC_RUN,
         Figure::TtftMedianMs,
         76.73,
         Fitting,
