@@ -365,6 +365,64 @@ impl ApiError {
         )
     }
 
+    /// 404 from the global tier: no member's status lists `model`.
+    pub fn no_member_serves(model: &str) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "invalid_request_error",
+            "model_not_found",
+            format!("global tier: no member gateway serves model `{model}`"),
+        )
+    }
+
+    /// 503 from the global tier: members serve `model`, but none is available now (stale,
+    /// ejected or not yet read); the request was not sent anywhere.
+    pub fn no_member_available(model: &str) -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "service_unavailable",
+            "no_member_available",
+            format!(
+                "global tier: no member gateway serving `{model}` is available now; not dispatched"
+            ),
+        )
+    }
+
+    /// 429 from the global tier: every member serving `model` is saturated.
+    pub fn members_saturated(model: &str, retry_after_secs: u64) -> Self {
+        let mut e = Self::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limit_error",
+            "members_saturated",
+            format!(
+                "global tier: every member gateway serving `{model}` is saturated; retry after                  {retry_after_secs} s"
+            ),
+        );
+        e.retry_after_secs = Some(retry_after_secs);
+        e
+    }
+
+    /// 502 from the global tier: `tried` members failed before answering (unreachable, closed,
+    /// or answered 502/503), the last with `last`.
+    pub fn members_failed(tried: usize, last: impl std::fmt::Display) -> Self {
+        Self::new(
+            StatusCode::BAD_GATEWAY,
+            "bad_gateway",
+            "members_failed",
+            format!("global tier: {tried} member gateway(s) tried, none answered (last: {last})"),
+        )
+    }
+
+    /// 504 from the global tier: the member tried began no answer within `after`.
+    pub fn member_timeout(member: &str, after: std::time::Duration) -> Self {
+        Self::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            "timeout",
+            "member_first_byte_timeout",
+            format!("global tier: member `{member}` began no answer within {after:?}"),
+        )
+    }
+
     /// 503: the gateway is shutting down.
     pub fn draining() -> Self {
         Self::new(

@@ -3,6 +3,7 @@
 
 pub mod fleet;
 pub mod gateway;
+pub mod global;
 pub mod picker;
 
 pub use fleet::{FleetError, FleetFile, SimEndpoint};

@@ -1,5 +1,7 @@
-//! The admin listener: `/metrics`, `/healthz`, `/readyz`, on its own address and its own thread
-//! and runtime, so a flood of traffic on the data plane cannot starve a health probe.
+//! The admin listener: `/metrics`, `/healthz`, `/readyz`, the member status document a global
+//! tier pulls (`/status/member`, [`crate::member_status`]) and the live page, on its own
+//! address and its own thread and runtime, so a flood of traffic on the data plane cannot
+//! starve a health probe or a status pull.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -134,7 +136,7 @@ fn typed(
     let mut r = text(status, body);
     r.headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
-    // The page polls: never a cached answer.
+    // The page and the global tier poll: never a cached answer.
     r.headers_mut().insert(
         hyper::header::CACHE_CONTROL,
         HeaderValue::from_static("no-store"),
@@ -149,6 +151,11 @@ fn route(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
             StatusCode::OK,
             crate::admin_page::PAGE,
             "text/html; charset=utf-8",
+        ),
+        crate::member_status::PATH => typed(
+            StatusCode::OK,
+            crate::member_status::member_status_now(shared).to_json(),
+            "application/json",
         ),
         "/api/fleet" => typed(
             StatusCode::OK,

@@ -14,6 +14,8 @@
 //! | the listeners' certificates | [`tls`] |
 //! | the plane itself: start, reload (file watch, SIGHUP), readiness | [`plane`] |
 //! | `/metrics`, `/healthz`, `/readyz` on a thread of their own | [`admin`] |
+//! | the member status document a global tier pulls (`/status/member`) | [`member_status`] |
+//! | each pool's recent requests (error rate, P99 TTFT), fed by both fronts | [`recent`] |
 //!
 //! Requests read what this crate keeps with one atomic load per request and never wait on
 //! it. Services a request may wait on (the flow-control queue, the rate-limit store, a key
@@ -32,9 +34,11 @@ mod fleet_view;
 pub mod keys;
 pub mod limits;
 pub mod load;
+pub mod member_status;
 pub mod plane;
 pub mod policy;
 pub mod pool;
+pub mod recent;
 pub mod routes;
 pub mod scrape;
 mod shared;

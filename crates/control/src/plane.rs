@@ -4,13 +4,14 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
 use infergate_config::gateway::ResolvedGateway;
 use infergate_telemetry::capture::Capture;
-use infergate_telemetry::metrics::{Metrics, ReloadLabels, TraceDropLabels};
+use infergate_telemetry::metrics::{Metrics, ReloadLabels, RequestRecord, TraceDropLabels};
 use infergate_trace::{TraceCounters, TraceSettings, Tracer};
 
 use crate::admin::Admin;
@@ -138,6 +139,7 @@ impl Plane {
             picker_configs: options.picker_configs.clone(),
             emit_endpoint_scores: options.emit_endpoint_scores,
             tracer,
+            refreshes: Arc::new(AtomicU64::new(0)),
         });
         let admin = Admin::start(admin_listen, Arc::clone(&shared))?;
         let scrape = ScrapeContext {
@@ -145,6 +147,7 @@ impl Plane {
             clock,
             metrics,
             settings: options.scrape,
+            refreshes: Arc::clone(&shared.refreshes),
         };
         let scrapers = scrape::start(shared.routes.load().scraped_pools(), &scrape);
         let file_seen = options
@@ -403,6 +406,25 @@ impl PlaneHandle {
     /// The gateway's metrics (what the admin listener's `/metrics` serves).
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.shared.metrics
+    }
+
+    /// Counts one inference request that ended (answered or refused): in the metrics
+    /// ([`Metrics::count_request`]) and, when it reached a pool of the routing table, in that
+    /// pool's recent requests, whose error rate the member status document reports (a 5xx, the
+    /// gateway's own for an endpoint it could not reach or a timeout included, is a failure).
+    /// Each front calls it exactly once per request, when the answer's status is known, so
+    /// both fronts feed the same figures. Two loads and a short per-pool lock: it never waits
+    /// on the control plane.
+    pub fn count_request(&self, record: &RequestRecord) {
+        self.shared.metrics.count_request(record);
+        if record.pool.is_empty() {
+            return;
+        }
+        // The table now, which may be newer than the request's: a pool that kept its name
+        // kept its recent requests too, so they land in the same window either way.
+        if let Some(pool) = self.shared.routes.load().pool(&record.pool) {
+            pool.recent().record_request(record.status);
+        }
     }
 
     /// JWT auth in effect now (`None` without `spec.auth`); replaced by a reload, so load it

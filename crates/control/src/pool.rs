@@ -29,6 +29,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use crate::admission::Admission;
 use crate::discovery::{self, endpoint_id};
 use crate::error::GatewayError;
+use crate::recent::RecentWindow;
 
 /// What a request reads: the endpoints with their last scrapes, and the load summary.
 #[derive(Debug, Clone)]
@@ -85,6 +86,9 @@ pub struct PoolRuntime {
     scheduler_time: Histogram,
     /// The last [`RECENT_DECISIONS`] decisions, oldest first; a reload keeps them.
     recent: Mutex<VecDeque<RecentDecision>>,
+    /// How its requests ended and their first tokens, over the last few seconds; shared with
+    /// the pool of the same name a reload builds.
+    recent_requests: Arc<RecentWindow>,
 }
 
 /// Decisions each pool keeps for the admin page.
@@ -418,7 +422,14 @@ impl PoolRuntime {
                     .map(|p| p.recent_decisions().into_iter().collect())
                     .unwrap_or_default(),
             ),
+            recent_requests: previous.map_or_else(Arc::default, |p| Arc::clone(&p.recent_requests)),
         })
+    }
+
+    /// How the pool's requests ended and their first tokens, over the last few seconds (the
+    /// member status document's error rate and P99 TTFT). Both fronts record into it.
+    pub fn recent(&self) -> &RecentWindow {
+        &self.recent_requests
     }
 
     /// Records how long one pick and dispatch took, in `infergate_picker_latency_seconds` and
@@ -758,7 +769,7 @@ mod tests {
     }
 
     #[test]
-    fn recent_decisions_keep_the_newest_and_survive_a_reload() {
+    fn recent_decisions_and_requests_survive_a_reload() {
         let g = gateway();
         let metrics = Metrics::new();
         let policy = crate::policy::pool_policy(&g.pools[0], None, None).expect("policy");
@@ -786,9 +797,14 @@ mod tests {
         let kept = pool.recent_decisions();
         assert_eq!(kept.len(), RECENT_DECISIONS);
         assert_eq!(kept[0].at, Duration::from_secs(5), "the oldest five left");
+        pool.recent().record_request(502);
         let reloaded = PoolRuntime::new(&g.pools[0], &g, policy, members, Some(&pool), &metrics)
             .expect("pool");
         assert_eq!(reloaded.recent_decisions(), kept);
+        // The recent requests are the same window, whichever table a request counts in.
+        reloaded.recent().record_request(200);
+        assert_eq!(pool.recent().summary().requests, 2);
+        assert_eq!(reloaded.recent().summary().failed, 1);
     }
 
     #[test]

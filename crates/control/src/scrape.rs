@@ -2,8 +2,13 @@
 //! every 50 ms, jittered so a fleet is not polled in lockstep, with a hard timeout), and one
 //! publisher per pool applies each round of scrapes to a copy of the pool snapshot and swaps it
 //! in. The request path only ever loads the current snapshot.
+//!
+//! Each round a publisher handles advances [`ScrapeContext::refreshes`], the member status
+//! document's `sequence` (`crates/control/src/member_status.rs`): the count of times the plane
+//! refreshed its view of the pools.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -65,6 +70,10 @@ impl Default for ScrapeSettings {
     }
 }
 
+/// What a scraper hands its pool's publisher: the endpoint's scrape, or `None` when it failed
+/// (nothing to install, but the round happened).
+type Scraped = (EndpointId, Option<ScrapedMetrics>);
+
 /// Room in a pool's channel of scrapes for the publisher. Tokio allocates a bounded channel's
 /// blocks as they fill, so a generous bound costs nothing until a publisher falls behind, and
 /// it does not have to follow the pool's size as members come and go.
@@ -83,7 +92,7 @@ struct PoolScrapers {
     /// The runtime they feed: a reload builds a new one, and its scrapers start afresh.
     runtime: Arc<PoolRuntime>,
     publisher: AbortHandle,
-    tx: mpsc::Sender<(EndpointId, ScrapedMetrics)>,
+    tx: mpsc::Sender<Scraped>,
     endpoints: HashMap<EndpointId, AbortHandle>,
 }
 
@@ -186,6 +195,15 @@ pub struct ScrapeContext {
     pub metrics: Arc<Metrics>,
     /// Intervals and limits.
     pub settings: ScrapeSettings,
+    /// Rounds of scrapes the publishers have handled, over every pool and reload: a batch of
+    /// scrapes installed, or of failed scrapes seen. The member status document's `sequence`.
+    /// Counted here rather than per read of the document or per request because it must stop
+    /// when scraping stops: a member whose control plane froze while its admin listener still
+    /// answers then shows the same number on every read, and the global tier notices. Counted
+    /// by the publisher, after the swap, rather than by each scraper, so it also stops when
+    /// the snapshots stop being rebuilt; failed scrapes count too, so a member whose every
+    /// model server is unreachable still reads as alive (with no ready endpoint), not frozen.
+    pub refreshes: Arc<AtomicU64>,
 }
 
 /// Starts a scraper per endpoint and a publisher per pool. Must run inside a tokio runtime.
@@ -228,27 +246,22 @@ struct Endpoint {
     engine: Engine,
 }
 
-async fn publish(
-    pool: Arc<PoolRuntime>,
-    mut rx: mpsc::Receiver<(EndpointId, ScrapedMetrics)>,
-    ctx: ScrapeContext,
-) {
+async fn publish(pool: Arc<PoolRuntime>, mut rx: mpsc::Receiver<Scraped>, ctx: ScrapeContext) {
     let mut batch = Vec::new();
-    while let Some(first) = rx.recv().await {
-        batch.push(first);
-        while let Ok(more) = rx.try_recv() {
-            batch.push(more);
+    while let Some((id, scrape)) = rx.recv().await {
+        // Failed scrapes have nothing to install; they only count as a round.
+        batch.extend(scrape.map(|m| (id, m)));
+        while let Ok((id, scrape)) = rx.try_recv() {
+            batch.extend(scrape.map(|m| (id, m)));
         }
-        pool.install(std::mem::take(&mut batch), ctx.clock.now(), &ctx.metrics);
+        if !batch.is_empty() {
+            pool.install(std::mem::take(&mut batch), ctx.clock.now(), &ctx.metrics);
+        }
+        ctx.refreshes.fetch_add(1, Ordering::Relaxed);
     }
 }
 
-async fn scrape_loop(
-    ep: Endpoint,
-    tx: mpsc::Sender<(EndpointId, ScrapedMetrics)>,
-    ctx: ScrapeContext,
-    at_once: bool,
-) {
+async fn scrape_loop(ep: Endpoint, tx: mpsc::Sender<Scraped>, ctx: ScrapeContext, at_once: bool) {
     let mut rng = SplitMix64::new(ep.id.0);
     let interval = ctx.settings.interval;
     let labels = EndpointLabels {
@@ -304,9 +317,11 @@ async fn scrape_loop(
                     }
                 }
                 // Full: the publisher is behind; this scrape is dropped and the next one is due soon.
-                let _ = tx.try_send((ep.id, scrape.metrics));
+                let _ = tx.try_send((ep.id, Some(scrape.metrics)));
             }
             Err(reason) => {
+                // Nothing to install, but the publisher counts the round (`refreshes`).
+                let _ = tx.try_send((ep.id, None));
                 ctx.metrics.scrape_errors.get_or_create(&labels).inc();
                 if !failing {
                     tracing::warn!(pool = %ep.pool, endpoint = %ep.address, %reason, "metrics scrape failed");

@@ -1,6 +1,7 @@
 //! The state every request and the control plane share, behind the plane's handle: the
 //! routing table and the services a reload replaces, each swapped whole.
 
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
@@ -41,6 +42,9 @@ pub(crate) struct Shared {
     pub(crate) emit_endpoint_scores: bool,
     /// Makes each request's spans (disabled without an OTLP endpoint).
     pub(crate) tracer: infergate_trace::Tracer,
+    /// Rounds of scrapes handled, the member status document's `sequence`; the scrapers'
+    /// publishers advance it ([`crate::scrape::ScrapeContext::refreshes`] says why there).
+    pub(crate) refreshes: Arc<AtomicU64>,
 }
 
 impl Shared {

@@ -105,6 +105,7 @@ impl Answer {
             dispatch,
             streaming: sse,
             usage: UsageTap::for_content_type(content_type),
+            status: head.status.unwrap_or(0),
         });
         accounting.hold(permit);
         if let Some(ticket) = limit {

@@ -337,7 +337,7 @@ impl Exchange {
     }
 
     fn count(&mut self) {
-        self.processor.handle.metrics().count_request(&self.record);
+        self.processor.handle.count_request(&self.record);
     }
 
     /// Refuses with `err` in the step `span` (which fails with it).

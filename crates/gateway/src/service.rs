@@ -131,7 +131,7 @@ async fn inference(front: Arc<Front>, req: Request<Incoming>) -> Response<Respon
     {
         ep.clone_into(&mut record.endpoint);
     }
-    front.plane.metrics().count_request(&record);
+    front.plane.count_request(&record);
     resp
 }
 

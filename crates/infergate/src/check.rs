@@ -10,7 +10,7 @@ use infergate_control::{check_supported, policy::pool_policy, GatewayError};
 /// Flags of `infergate check`.
 #[derive(Debug, Args)]
 pub struct CheckArgs {
-    /// The InferenceGatewayConfig file.
+    /// The InferenceGatewayConfig (or GlobalGatewayConfig) file.
     #[arg(long)]
     config: PathBuf,
 }
@@ -20,6 +20,12 @@ pub fn run(args: CheckArgs) -> anyhow::Result<()> {
     let path = &args.config;
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    if infergate_config::global::is_global_config(&text) {
+        let global = infergate_config::global::load_global_from_str(&text)
+            .with_context(|| format!("in {}", path.display()))?;
+        print!("{global}");
+        return Ok(());
+    }
     let config = infergate_config::gateway::load_from_str(&text)
         .with_context(|| format!("in {}", path.display()))?;
     let resolved = config

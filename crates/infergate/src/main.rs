@@ -11,6 +11,7 @@ mod check;
 mod dashboards;
 mod demo;
 mod extproc;
+mod global;
 mod profiles;
 mod serve;
 mod sim;
@@ -44,7 +45,11 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Be Envoy's endpoint picker: a gRPC ext_proc server over the pools of a config file.
     Extproc(extproc::ExtProcArgs),
-    /// Validate a gateway config and print what it means, defaults shown.
+    /// Be the global tier: one OpenAI-compatible endpoint over member gateways in several
+    /// clusters and regions.
+    Global(global::GlobalArgs),
+    /// Validate a gateway config (or a GlobalGatewayConfig) and print what it means, defaults
+    /// shown.
     Check(check::CheckArgs),
     /// A simulated fleet with the gateway in front of it, ready to curl.
     Demo(demo::DemoArgs),
@@ -80,6 +85,7 @@ fn run() -> anyhow::Result<()> {
         Command::Sim(args) => sim::run(*args),
         Command::Serve(args) => serve::run(args),
         Command::Extproc(args) => extproc::run(args),
+        Command::Global(args) => global::run(args),
         Command::Check(args) => check::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Bench(args) => bench::run(*args),

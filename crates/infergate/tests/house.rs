@@ -16,25 +16,27 @@ fn layer(name: &str) -> Option<u8> {
         "infergate-picker" | "infergate-flow" | "infergate-auth" | "infergate-engine" => 1,
         // Vocabulary shared by everything async: the client's error, the metrics.
         "infergate-api-error" | "infergate-telemetry" | "infergate-trace" => 2,
+        "infergate-global-picker" => 2,
         // The simulated model server and the virtual-time bench sit on the pure crates.
         "infergate-simserver" | "infergate-bench" => 2,
         "infergate-control" => 3,
         "infergate-pipeline" | "infergate-kubernetes" => 4,
         // The fronts: same layer, so neither may depend on the other.
-        "infergate-gateway" | "infergate-extproc" => 5,
+        "infergate-gateway" | "infergate-extproc" | "infergate-global-gateway" => 5,
         "infergate-live" => 6,
         "infergate-infergate" | "infergate" => 7,
         _ => return None,
     })
 }
 
-const PURE: [&str; 6] = [
+const PURE: [&str; 7] = [
     "infergate-config",
     "infergate-rng",
     "infergate-picker",
     "infergate-flow",
     "infergate-auth",
     "infergate-engine",
+    "infergate-global-picker",
 ];
 
 /// Crates that only tests may use; they must not depend on what depends on them.

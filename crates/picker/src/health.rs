@@ -39,6 +39,25 @@ pub struct OutlierPolicy {
 /// default is 10 %).
 pub const SLOW_START_FLOOR: f64 = 0.1;
 
+/// Envoy's slow-start weight (`slow_start_config`): the share of its whole weight a target that
+/// came back `since` ago carries, `max(min_weight, time_factor^(1/aggression))` with
+/// `time_factor = max(since, 1 ms) / window`; 1 once the window has passed or when it is zero.
+/// Aggression 1 is linear, above 1 rises faster at first.
+///
+/// Invariant: the result is in `[min_weight.min(1), 1]` for a positive, finite `aggression`.
+pub fn slow_start_weight(
+    since: Duration,
+    window: Duration,
+    aggression: f64,
+    min_weight: f64,
+) -> f64 {
+    if window.is_zero() || since >= window {
+        return 1.0;
+    }
+    let time_factor = since.max(Duration::from_millis(1)).as_secs_f64() / window.as_secs_f64();
+    time_factor.powf(1.0 / aggression).max(min_weight).min(1.0)
+}
+
 impl OutlierPolicy {
     /// Detection off.
     pub const OFF: OutlierPolicy = OutlierPolicy {
@@ -95,11 +114,12 @@ impl Health {
             return 0.0;
         }
         let window = self.slow_start.load(Relaxed);
-        let since = now - back;
-        if since >= window {
-            return 1.0;
-        }
-        (since as f64 / window as f64).max(SLOW_START_FLOOR)
+        slow_start_weight(
+            Duration::from_nanos(now - back),
+            Duration::from_nanos(window),
+            1.0,
+            SLOW_START_FLOOR,
+        )
     }
 
     /// Failures in a row so far.
@@ -115,7 +135,7 @@ impl Health {
     /// Records an attempt's outcome; returns how long the endpoint is ejected for when this
     /// ejected it. `room` says whether the pool may eject one more endpoint (asked only when
     /// this failure would eject).
-    pub(crate) fn record(
+    pub fn record(
         &self,
         outcome: AttemptOutcome,
         now: Duration,
@@ -177,6 +197,12 @@ impl Health {
             .store(nanos(now + length).saturating_add(1), Relaxed);
         self.consecutive.store(0, Relaxed);
         Some(length)
+    }
+
+    /// How long ago the endpoint came back from its last ejection; `None` when it was never
+    /// ejected or is out now.
+    pub fn returned_since(&self, now: Duration) -> Option<Duration> {
+        self.since_return(now).map(Duration::from_nanos)
     }
 
     /// Nanoseconds since the endpoint came back from its last ejection; `None` when it was never

@@ -92,7 +92,7 @@ pub use counters::{DispatchMark, EndpointCounters, InFlightGuard, LocalLoad};
 pub use endpoint::{EndpointId, EndpointSpec, LatencyTotals, LoraInfo, ScrapedMetrics};
 pub use error::{ConfigError, ParseError, PickError, PoolError};
 pub use filter::Filter;
-pub use health::{AttemptOutcome, Health, OutlierPolicy};
+pub use health::{slow_start_weight, AttemptOutcome, Health, OutlierPolicy, SLOW_START_FLOOR};
 /// The house's one seeded generator, re-exported where the picker's callers have always found it.
 pub use infergate_rng::SplitMix64;
 pub use latency::{LatencyEstimate, LatencyModel, LatencyParams, TtftFeatures};

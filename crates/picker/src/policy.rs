@@ -2,10 +2,12 @@
 //! (`shared/reference/benchmarks.md`, "Policies").
 
 use std::str::FromStr;
+use std::time::Duration;
 
 use crate::error::ConfigError;
+use crate::filter::Filter;
 use crate::prefix::PrefixParams;
-use crate::profile::Profile;
+use crate::profile::{Profile, DEFAULT_MAX_METRICS_AGE};
 
 /// `sglang-cache-aware` thresholds, as sglang-router publishes them.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -120,6 +122,20 @@ impl Policy {
             },
             _ => PrefixParams::default(),
         }
+    }
+
+    /// The oldest scrape that counts as fresh: the stale filter's `max_age` in a weighted
+    /// profile that has one, [`DEFAULT_MAX_METRICS_AGE`] otherwise (a policy without the filter
+    /// picks stale endpoints too, but an operator's view still calls them stale).
+    pub fn max_metrics_age(&self) -> Duration {
+        match self {
+            Policy::Weighted(profile) => profile.filters.iter().find_map(|f| match f {
+                Filter::Stale { max_age } => Some(*max_age),
+                _ => None,
+            }),
+            _ => None,
+        }
+        .unwrap_or(DEFAULT_MAX_METRICS_AGE)
     }
 
     /// Whether anything reads the prefix index (the match, or whether a block is known at all):

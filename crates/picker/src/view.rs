@@ -15,7 +15,6 @@ use crate::latency::TtftFeatures;
 use crate::picker::{queue_ahead, Picker};
 use crate::policy::Policy;
 use crate::pool::{Pool, NEVER_SCRAPED};
-use crate::profile::DEFAULT_MAX_METRICS_AGE;
 use crate::scorer::{Candidates, Members};
 use crate::EndpointId;
 
@@ -113,14 +112,7 @@ impl Picker {
     pub fn view(&self, pool: &Pool, now: Duration) -> PoolView {
         let n = pool.len();
         let sig = pool.signal_columns();
-        let max_age = match self.policy() {
-            Policy::Weighted(profile) => profile.filters.iter().find_map(|f| match f {
-                Filter::Stale { max_age } => Some(*max_age),
-                _ => None,
-            }),
-            _ => None,
-        }
-        .unwrap_or(DEFAULT_MAX_METRICS_AGE);
+        let max_age = self.policy().max_metrics_age();
         let mut excluded: Vec<Vec<Exclusion>> = vec![Vec::new(); n];
         let mut failing_open = Vec::new();
         if let Policy::Weighted(profile) = self.policy() {

@@ -2,8 +2,10 @@
 //! exactly as long as the response body, the first chunk of a stream feeds the picker's latency
 //! model and the TTFT histogram, and `usage` feeds the token counters and the trace capture.
 //! A traced request's spans (the request's and the answering attempt's) end here too, with
-//! the time to the first chunk and the usage. Whatever way the body ends — complete, failed, or
-//! dropped by a client that went away — [`Accounting::finish`] runs once.
+//! the time to the first chunk and the usage. A successful answer's time to first token also
+//! goes into its pool's recent requests (the member status document's P99 TTFT), here because
+//! both fronts account through this one type. Whatever way the body ends — complete, failed,
+//! or dropped by a client that went away — [`Accounting::finish`] runs once.
 
 use std::sync::Arc;
 
@@ -45,6 +47,9 @@ pub struct Served<'a> {
     pub streaming: bool,
     /// Reads `usage` out of the response as it passes.
     pub usage: UsageTap,
+    /// The answer's HTTP status: only a successful (2xx) answer's first token counts in the
+    /// pool's recent TTFT, so fast errors cannot make a failing pool look quick.
+    pub status: u16,
 }
 
 /// One response's accounting.
@@ -64,6 +69,8 @@ pub struct Accounting {
     permit: Option<FlowPermit>,
     limit: Option<(LimitTicket, bool)>,
     streaming: bool,
+    /// A 2xx answer: its first token counts in the pool's recent TTFT.
+    succeeded: bool,
     first_seen: bool,
     /// The answer moved to another endpoint whose first chunk has not come yet.
     moved: bool,
@@ -89,6 +96,7 @@ impl Accounting {
             dispatch,
             streaming,
             usage,
+            status,
         } = served;
         let Dispatch { ticket, guard, .. } = dispatch;
         let model = metrics.models.fold(model);
@@ -116,6 +124,7 @@ impl Accounting {
             permit: None,
             limit: None,
             streaming,
+            succeeded: (200..300).contains(&status),
             first_seen: false,
             moved: false,
             usage,
@@ -184,9 +193,13 @@ impl Accounting {
             if self.streaming {
                 self.pool
                     .observe_ttft(&self.ticket, self.dispatched.elapsed());
-                let ttft = self.started.elapsed().as_secs_f64();
-                self.metrics.ttft.get_or_create(&self.model).observe(ttft);
-                self.observe_upstream_ttft(ttft);
+                let ttft = self.started.elapsed();
+                self.metrics
+                    .ttft
+                    .get_or_create(&self.model)
+                    .observe(ttft.as_secs_f64());
+                self.observe_upstream_ttft(ttft.as_secs_f64());
+                self.record_recent_ttft(ttft);
             }
             if let Some((_, upstream)) = self.spans.as_mut() {
                 upstream.set(
@@ -212,7 +225,8 @@ impl Accounting {
             .running
             .get_or_create(&running(&self.objective))
             .dec();
-        let took = self.started.elapsed().as_secs_f64();
+        let elapsed = self.started.elapsed();
+        let took = elapsed.as_secs_f64();
         m.e2e.get_or_create(&self.model).observe(took);
         m.upstream
             .duration
@@ -221,6 +235,7 @@ impl Accounting {
         if !self.streaming {
             // A buffered answer's first byte is its last: llm-d reports its whole duration.
             self.observe_upstream_ttft(took);
+            self.record_recent_ttft(elapsed);
         }
         let usage = self.usage.finish();
         if let Some((root, mut upstream)) = self.spans.take() {
@@ -272,6 +287,13 @@ impl Accounting {
                     .get_or_create(o)
                     .observe(took / u.completion_tokens as f64);
             }
+        }
+    }
+
+    /// The pool's recent TTFT, for a successful answer only.
+    fn record_recent_ttft(&self, ttft: std::time::Duration) {
+        if self.succeeded {
+            self.pool.recent().record_ttft(ttft);
         }
     }
 

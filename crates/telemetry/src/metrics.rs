@@ -144,14 +144,21 @@ pub struct Buckets {
     count: u16,
 }
 
-impl MetricConstructor<Histogram> for Buckets {
-    fn new_metric(&self) -> Histogram {
+impl Buckets {
+    /// A histogram with these buckets.
+    pub fn histogram(&self) -> Histogram {
         Histogram::new(exponential_buckets(self.start, self.factor, self.count))
     }
 }
 
+impl MetricConstructor<Histogram> for Buckets {
+    fn new_metric(&self) -> Histogram {
+        self.histogram()
+    }
+}
+
 /// Latency buckets from 1 ms to about 9 minutes.
-const LATENCY: Buckets = Buckets {
+pub(crate) const LATENCY: Buckets = Buckets {
     start: 0.001,
     factor: 2.0,
     count: 20,

@@ -7,7 +7,8 @@
 //!   [`wait`]: waiting with a deadline;
 //! - [`replicas`]: simulated vLLM replicas in the test's runtime;
 //! - [`redis`]: a real `redis-server`; [`envoy`]: a real Envoy; [`jaeger`]: a real Jaeger; [`kube`]: a real
-//!   kube-apiserver and etcd, with `kubectl`.
+//!   kube-apiserver and etcd, with `kubectl`; [`netns`]: network namespaces as hosts, and
+//!   black holes on their links.
 //!
 //! A dev-dependency only. Nothing here is product code, so it may panic on a broken set-up:
 //! a test that cannot set up should fail loudly. It depends on no front and no control plane
@@ -23,6 +24,7 @@ pub mod http;
 pub mod jaeger;
 pub mod jwt;
 pub mod kube;
+pub mod netns;
 pub mod ports;
 pub mod process;
 pub mod redis;

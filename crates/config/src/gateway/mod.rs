@@ -60,6 +60,7 @@ pub use scheduler::{
     AppProtocol, ConfigMapRef, EngineType, FirstByteTimeout, OutlierDetection, SchedulerKind,
     SchedulerSpec, Weights,
 };
+pub(crate) use selector::is_dns_label;
 pub use selector::{LabelRequirement, LabelSelector, SelectorOperator};
 pub use setting::Setting;
 pub use timeouts::ResolvedTimeouts;

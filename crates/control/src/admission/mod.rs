@@ -74,6 +74,9 @@ pub struct Admission {
     metrics: OnceLock<Arc<Metrics>>,
     /// What each endpoint's scrapes leave behind for the next observation.
     at_scrape: Mutex<HashMap<EndpointId, ScrapeMarks>>,
+    /// Requests queued over every band, as last recorded (after each change of the queues),
+    /// so a reader off the request path never takes the flow lock.
+    queued_requests: AtomicU64,
 }
 
 /// What an endpoint's scrapes leave behind.
@@ -108,6 +111,7 @@ impl Admission {
             driver_started: AtomicBool::new(false),
             metrics: OnceLock::new(),
             at_scrape: Mutex::new(HashMap::new()),
+            queued_requests: AtomicU64::new(0),
         }
     }
 
@@ -279,6 +283,12 @@ impl Admission {
         self.lock().flow.queued(band)
     }
 
+    /// Requests waiting in the pool's queue over every band, as of the last change of the
+    /// queues; one atomic load, no lock.
+    pub fn queued_requests(&self) -> u64 {
+        self.queued_requests.load(Ordering::Relaxed)
+    }
+
     fn complete(self: &Arc<Self>) {
         let now = self.clock.now();
         let mut st = self.lock();
@@ -380,6 +390,9 @@ impl Admission {
     }
 
     fn record_lengths(&self, lengths: &[QueueLength; 3]) {
+        let total = lengths.iter().map(|l| l.requests).sum::<usize>();
+        self.queued_requests
+            .store(u64::try_from(total).unwrap_or(u64::MAX), Ordering::Relaxed);
         let Some(m) = self.metrics.get() else {
             return;
         };

@@ -29,6 +29,16 @@ pub struct Target {
     pub base_model: String,
 }
 
+/// The names that route to one pool, as a client would write them in `model`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PoolNames {
+    /// Model names: the pool's `modelName` (unless an adapter or a rewrite rule takes it
+    /// elsewhere) first, then, sorted, every rewrite rule's model with a target served here.
+    pub models: Vec<String>,
+    /// Its LoRA adapters (unless a rewrite rule takes the name elsewhere), sorted.
+    pub adapters: Vec<String>,
+}
+
 /// The routing table of one config.
 #[derive(Debug)]
 pub struct Routes {
@@ -36,6 +46,8 @@ pub struct Routes {
     pub config: ResolvedGateway,
     /// One per scheduler, in config order.
     pub pools: Vec<Arc<PoolRuntime>>,
+    /// The names routed to each of `pools`, in the same order (one per pool).
+    pub names: Vec<PoolNames>,
     /// The canary rules, by the model names they match.
     pub rewrites: Rewrites,
     by_name: HashMap<String, usize>,
@@ -98,9 +110,11 @@ impl Routes {
         };
         let models = models_body(&config);
         let rewrites = Rewrites::new(&config.rewrites);
+        let names = pool_names(&config);
         Ok(Self {
             config,
             pools,
+            names,
             rewrites,
             by_name,
             default_backend,
@@ -141,6 +155,53 @@ impl Routes {
     }
 }
 
+/// The names routed to each pool of `config`, in its order: what a request naming them meets
+/// in the rewrite and route steps. A rule's model is rewritten before routing, so it goes
+/// wherever a target goes and nowhere else, even when it is also a pool's `modelName` or an
+/// adapter. Built once per config, so a reader never walks the rules.
+fn pool_names(config: &ResolvedGateway) -> Vec<PoolNames> {
+    let rewritten = |name: &str| {
+        config
+            .rewrites
+            .iter()
+            .any(|r| r.models.iter().any(|m| m == name))
+    };
+    let routes_to = |name: &str, pool: &str| {
+        config
+            .lookup_model(name)
+            .is_some_and(|r| r.pool.name == pool)
+    };
+    config
+        .pools
+        .iter()
+        .map(|p| {
+            let mut aliases: Vec<String> = config
+                .rewrites
+                .iter()
+                .filter(|r| r.targets.iter().any(|(t, _)| routes_to(t, &p.name)))
+                .flat_map(|r| r.models.iter().cloned())
+                .collect();
+            aliases.sort();
+            aliases.dedup();
+            let own = config
+                .lookup_model(&p.model_name)
+                .is_some_and(|r| r.pool.name == p.name && r.adapter.is_none())
+                && !rewritten(&p.model_name);
+            let mut models: Vec<String> = own.then(|| p.model_name.clone()).into_iter().collect();
+            // With `own`, the pool's name is no rule's model, so it is not among the aliases.
+            models.extend(aliases);
+            let mut adapters: Vec<String> = p
+                .adapters
+                .iter()
+                .filter(|a| !rewritten(a) && routes_to(a, &p.name))
+                .cloned()
+                .collect();
+            adapters.sort();
+            PoolNames { models, adapters }
+        })
+        .collect()
+}
+
 /// Every pool's model and its adapters, in OpenAI's list shape (adapters name their parent, as
 /// vLLM lists them).
 fn models_body(config: &ResolvedGateway) -> Bytes {
@@ -158,4 +219,50 @@ fn models_body(config: &ResolvedGateway) -> Bytes {
         }
     }
     Bytes::from(serde_json::json!({"object": "list", "data": data}).to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resolve(yaml: &str) -> ResolvedGateway {
+        infergate_config::gateway::load_from_str(yaml)
+            .expect("parses")
+            .resolve()
+            .expect("resolves")
+    }
+
+    #[test]
+    fn each_pool_lists_its_model_its_adapters_and_the_rules_that_reach_it() {
+        let config = resolve(
+            r#"apiVersion: infergate.dev/v1alpha1
+kind: InferenceGatewayConfig
+spec:
+  bbr: {enabled: true}
+  schedulers:
+    - {name: stable, modelName: llama-stable, modelSelector: {matchLabels: {app: s}}, loraAdapters: [sql-lora, chat-lora]}
+    - {name: canary, modelName: llama-canary, modelSelector: {matchLabels: {app: c}}}
+    - {name: old, modelName: llama, modelSelector: {matchLabels: {app: o}}}
+  rewrites:
+    - matches: [{model: {type: Exact, value: llama}}, {model: {type: Exact, value: chat-alias}}]
+      targets: [{modelRewrite: llama-stable, weight: 90}, {modelRewrite: llama-canary, weight: 10}]
+    - matches: [{model: {type: Exact, value: chat-lora}}]
+      targets: [{modelRewrite: llama-canary}]
+  endpoints:
+    - {address: "127.0.0.1:9", labels: {app: s}}
+"#,
+        );
+        let names = pool_names(&config);
+        assert_eq!(names.len(), 3);
+        assert_eq!(names[0].models, ["llama-stable", "chat-alias", "llama"]);
+        // `chat-lora` is rewritten before routing: it reaches the canary, not its adapter.
+        assert_eq!(names[0].adapters, ["sql-lora"]);
+        assert_eq!(
+            names[1].models,
+            ["llama-canary", "chat-alias", "chat-lora", "llama"]
+        );
+        assert!(names[1].adapters.is_empty());
+        // `llama` is the old pool's modelName, but every request for it is rewritten away.
+        assert!(names[2].models.is_empty(), "{:?}", names[2]);
+    }
 }

@@ -366,6 +366,7 @@ impl Forward<'_> {
             dispatch,
             streaming: sse,
             usage: UsageTap::for_content_type(content_type),
+            status: parts.status.as_u16(),
         });
         if let Some(p) = permit {
             account.hold(p);

@@ -10,6 +10,7 @@ mod conformance;
 mod control;
 mod failures;
 mod limits;
+mod member_status;
 mod outliers;
 mod resume;
 mod routing;

@@ -232,6 +232,17 @@ pub fn serve_ready(
     )
 }
 
+/// `infergate global --config file` ([`ready_on_free_ports`]): ready once a member's status was
+/// read.
+pub fn global_ready(file: &std::path::Path) -> (Running, u16, u16) {
+    let file = file.to_str().unwrap();
+    ready_on_free_ports(
+        "the global tier's /readyz",
+        &["global", "--config", file],
+        |_| {},
+    )
+}
+
 /// `infergate demo` ([`ready_on_free_ports`]), its simulated fleet `time_scale` times faster
 /// than real time; ready once every replica was scraped.
 pub fn demo_ready(time_scale: u32) -> (Running, u16, u16) {

@@ -141,3 +141,37 @@ async fn the_route_timeout_becomes_a_504() {
     post(&mut ex, &chat("mistral", 1), Vec::new());
     assert_eq!(ex.deadline(), None);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pools_recent_requests_count_each_end_and_a_successful_first_token() {
+    let (_plane, p) = start(&config(true, TWO_POOLS));
+    let recent = || p.handle.routes().pool("llama").unwrap().recent().summary();
+    assert_eq!(recent().requests, 0);
+
+    // A stream that answers: counted once, its first chunk is the pool's TTFT.
+    let mut ex = Exchange::new(Arc::clone(&p));
+    post(&mut ex, &chat("llama", 1), Vec::new());
+    ex.on_message(response_headers("200", "text/event-stream", None, false))
+        .unwrap();
+    let chunk = b"data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n";
+    ex.on_message(body(chunk, true, Direction::Response))
+        .unwrap();
+    let s = recent();
+    assert_eq!((s.requests, s.failed, s.first_tokens), (1, 0, 1));
+    assert!(s.ttft_p99.is_some());
+
+    // Envoy's 503 for an upstream it could not reach: a failure, and no first token.
+    let mut ex = Exchange::new(Arc::clone(&p));
+    post(&mut ex, &chat("llama", 1), Vec::new());
+    ex.on_message(response_headers("503", "text/plain", None, false))
+        .unwrap();
+    ex.on_message(body(b"upstream connect error", true, Direction::Response))
+        .unwrap();
+    // The route timeout, the exchange's own 504: a failure too.
+    let mut ex = Exchange::new(Arc::clone(&p));
+    post(&mut ex, &chat("llama", 1), Vec::new());
+    assert_eq!(immediate_status(&ex.on_deadline()), 504);
+    let s = recent();
+    assert_eq!((s.requests, s.failed, s.first_tokens), (3, 2, 1));
+    assert!((s.error_rate() - 2.0 / 3.0).abs() < 1e-9);
+}

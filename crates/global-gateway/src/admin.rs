@@ -1,0 +1,139 @@
+//! The tier's admin listener: `/metrics`, `/healthz`, `/readyz` (ready while at least one member
+//! is a candidate) and `/status/global` (each member as the tier sees it, JSON).
+
+use std::sync::Arc;
+
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::{Method, Request, Response, StatusCode};
+use infergate_global_picker::Availability;
+use infergate_telemetry::global::MemberGauges;
+
+use crate::proxy::{json_response, ProxyBody};
+use crate::tier::Tier;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+
+fn text(status: StatusCode, body: String, content_type: &'static str) -> Response<ProxyBody> {
+    let mut r = Response::new(
+        Full::new(Bytes::from(body))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r
+}
+
+/// Answers one admin request.
+pub(crate) fn handle<B>(tier: &Arc<Tier>, req: &Request<B>) -> Response<ProxyBody> {
+    if req.method() != Method::GET {
+        return text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "GET only\n".into(),
+            "text/plain",
+        );
+    }
+    match req.uri().path() {
+        "/healthz" => text(StatusCode::OK, "ok\n".into(), "text/plain"),
+        "/readyz" => {
+            let now = tier.now();
+            let ready = tier
+                .table()
+                .members
+                .iter()
+                .any(|m| m.state.availability(now) == Availability::Available);
+            if ready {
+                text(StatusCode::OK, "ready\n".into(), "text/plain")
+            } else {
+                text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "no member gateway is available yet\n".into(),
+                    "text/plain",
+                )
+            }
+        }
+        "/metrics" => {
+            refresh_gauges(tier);
+            text(
+                StatusCode::OK,
+                tier.metrics.encode(),
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )
+        }
+        "/status/global" => json_response(StatusCode::OK, &status(tier)),
+        _ => text(StatusCode::NOT_FOUND, "not found\n".into(), "text/plain"),
+    }
+}
+
+fn availability_name(a: Availability) -> &'static str {
+    match a {
+        Availability::Available => "available",
+        Availability::Unknown => "unknown",
+        Availability::Stale => "stale",
+        Availability::Ejected => "ejected",
+    }
+}
+
+fn refresh_gauges(tier: &Tier) {
+    let now = tier.now();
+    let table = tier.table();
+    for (i, m) in table.members.iter().enumerate() {
+        let score = table.last_score[i].map(|s| {
+            [
+                s.total,
+                s.kv_headroom,
+                s.queue_depth,
+                s.region_proximity,
+                s.error_rate,
+            ]
+        });
+        tier.metrics.set_member(
+            i,
+            MemberGauges {
+                up: m.state.availability(now) == Availability::Available,
+                status_age: m.state.status_age(now),
+                ramp_weight: m.state.ramp_weight(now, &tier.settings),
+                score,
+            },
+        );
+    }
+}
+
+/// `/status/global`: every member, its state, its last status's pools and its last score.
+fn status(tier: &Tier) -> serde_json::Value {
+    let now = tier.now();
+    let table = tier.table();
+    let members: Vec<serde_json::Value> = table
+        .members
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let spec = &tier.config.members[i];
+            serde_json::json!({
+                "name": m.name,
+                "region": m.region,
+                "zone": spec.zone,
+                "state": availability_name(m.state.availability(now)),
+                "statusAgeSeconds": m.state.status_age(now).map(|a| a.as_secs_f64()),
+                "sequence": m.state.status().map(|s| s.sequence),
+                "rampWeight": m.state.ramp_weight(now, &tier.settings),
+                "ejections": m.state.ejections(),
+                "throttledForSeconds": m.state.throttled_until(now).map(|t| (t - now).as_secs_f64()),
+                "pools": m.state.status().map(|s| &s.pools),
+                "lastScore": table.last_score[i].map(|s| serde_json::json!({
+                    "total": s.total,
+                    "kvHeadroom": s.kv_headroom,
+                    "queueDepth": s.queue_depth,
+                    "regionProximity": s.region_proximity,
+                    "errorRate": s.error_rate,
+                })),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "apiVersion": infergate_config::gateway::API_VERSION,
+        "kind": "GlobalStatus",
+        "members": members,
+    })
+}

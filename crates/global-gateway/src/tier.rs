@@ -1,0 +1,123 @@
+//! The tier's shared state: the member table behind one lock, the settings, the clients, the
+//! metrics and the clock every decision reads.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use infergate_config::global::{MemberCost, ResolvedGlobal};
+use infergate_global_picker::{Member, MemberState, ScoreParts, TierSettings};
+use infergate_rng::SplitMix64;
+use infergate_telemetry::global::GlobalMetrics;
+
+/// A pooled client sending buffered bodies.
+pub(crate) type MemberClient = Client<HttpConnector, Full<Bytes>>;
+
+/// What the table does not hold about a member: where it is and what it is sent.
+#[derive(Debug, Clone)]
+pub(crate) struct MemberAddress {
+    /// Data plane, `host:port`.
+    pub data: String,
+    /// Admin listener, `host:port`.
+    pub admin: String,
+    /// `Authorization` to send, from its token file.
+    pub authorization: Option<Arc<str>>,
+}
+
+/// The members and what the decisions last made of them.
+#[derive(Debug)]
+pub(crate) struct Table {
+    /// The members, in the config's order.
+    pub members: Vec<Member>,
+    /// Each member's last score (for its gauges).
+    pub last_score: Vec<Option<ScoreParts>>,
+    /// The seeded generator the ramp draws from.
+    pub rng: SplitMix64,
+}
+
+/// Everything a request, a pull and the admin listener share.
+#[derive(Debug)]
+pub(crate) struct Tier {
+    pub config: ResolvedGlobal,
+    pub settings: TierSettings,
+    pub addresses: Vec<MemberAddress>,
+    table: Mutex<Table>,
+    origin: Instant,
+    /// Data-path requests: connect timeout from the config.
+    pub data_client: MemberClient,
+    /// Status pulls: their own pool, so a hung pull never holds a request's connection.
+    pub status_client: MemberClient,
+    pub metrics: GlobalMetrics,
+}
+
+fn client(connect_timeout: Duration) -> MemberClient {
+    let mut c = HttpConnector::new();
+    c.set_nodelay(true);
+    c.set_connect_timeout(Some(connect_timeout));
+    c.set_keepalive(Some(Duration::from_secs(30)));
+    let mut b = Client::builder(TokioExecutor::new());
+    b.pool_idle_timeout(Duration::from_secs(60))
+        .pool_timer(TokioTimer::new());
+    b.build(c)
+}
+
+impl Tier {
+    /// The tier of `config`, with each member's token read (`tokens[i]` for member `i`).
+    pub fn new(config: ResolvedGlobal, tokens: Vec<Option<String>>, seed: u64) -> Self {
+        let settings = TierSettings::from_resolved(&config);
+        let members = config
+            .members
+            .iter()
+            .map(|m| Member {
+                name: m.name.clone(),
+                region: m.region.clone(),
+                cost_rank: m.cost.map_or(0.0, MemberCost::rank),
+                weight: m.weight.value,
+                state: MemberState::new(),
+            })
+            .collect::<Vec<_>>();
+        let addresses = config
+            .members
+            .iter()
+            .zip(tokens)
+            .map(|(m, token)| MemberAddress {
+                data: m.data_authority.clone(),
+                admin: m.admin_authority.clone(),
+                authorization: token.map(|t| Arc::from(format!("Bearer {}", t.trim()))),
+            })
+            .collect();
+        let names: Vec<String> = config.members.iter().map(|m| m.name.clone()).collect();
+        let n = members.len();
+        let connect = config.routing.connect_timeout.value;
+        Self {
+            settings,
+            addresses,
+            table: Mutex::new(Table {
+                members,
+                last_score: vec![None; n],
+                rng: SplitMix64::new(seed),
+            }),
+            origin: Instant::now(),
+            data_client: client(connect),
+            // A pull must fail within its own timeout, connect included.
+            status_client: client(config.status.timeout.value),
+            metrics: GlobalMetrics::new(&names),
+            config,
+        }
+    }
+
+    /// The tier's clock: time since it started.
+    pub fn now(&self) -> Duration {
+        self.origin.elapsed()
+    }
+
+    /// The table, locked. Every holder does a few comparisons and no I/O, so a poisoned lock
+    /// (a panic while held) leaves consistent enough state to go on with.
+    pub fn table(&self) -> MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}

@@ -1,0 +1,287 @@
+//! `infergate global` over real member gateways on loopback: each member an `infergate serve`
+//! in front of a simulated replica, the tier pulling their `/status/member`. Routing by model
+//! and region, the member status as the tier reports it, and a member killed under steady load:
+//! how soon no new request reaches it, and that no request that had not started fails.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{get, global_ready, instant_replica, metric, post, serve_ready, Running, TempDir};
+
+/// A member: its replica, its gateway, the gateway's data and admin ports.
+struct Member {
+    _replica: Running,
+    gateway: Running,
+    port: u16,
+    admin: u16,
+}
+
+fn member(dir: &TempDir, name: &str, model: &str) -> Member {
+    let (replica, replica_port) = instant_replica(model);
+    let file = dir.path().join(format!("{name}.yaml"));
+    std::fs::write(&file, common::one_pool_config(model, replica_port, "", "")).unwrap();
+    let (gateway, port, admin) = serve_ready(&file, |_| {});
+    Member {
+        _replica: replica,
+        gateway,
+        port,
+        admin,
+    }
+}
+
+fn global_config(members: &[(&str, &Member, &str)], extra: &str) -> String {
+    let mut yaml = String::from(
+        "apiVersion: infergate.dev/v1alpha1\nkind: GlobalGatewayConfig\nmetadata: {name: test}\nspec:\n  region: east\n  regionLatencies: [{from: east, to: west, latency: 70ms}]\n  members:\n",
+    );
+    for (name, m, region) in members {
+        yaml.push_str(&format!(
+            "    - {{name: {name}, url: \"http://127.0.0.1:{}\", adminUrl: \"http://127.0.0.1:{}\", region: {region}}}\n",
+            m.port, m.admin
+        ));
+    }
+    yaml.push_str(extra);
+    yaml
+}
+
+fn chat(model: &str) -> String {
+    format!(
+        r#"{{"model": "{model}", "max_tokens": 3, "messages": [{{"role": "user", "content": "hi"}}]}}"#
+    )
+}
+
+#[test]
+fn the_tier_routes_by_model_and_region_and_reports_its_members() {
+    let dir = TempDir::new("global-routing");
+    let east = member(&dir, "east", "llama");
+    let west = member(&dir, "west", "llama");
+    let other = member(&dir, "other", "qwen");
+    let file = dir.path().join("global.yaml");
+    std::fs::write(
+        &file,
+        global_config(
+            &[
+                ("east-a", &east, "east"),
+                ("west-a", &west, "west"),
+                ("west-q", &other, "west"),
+            ],
+            "",
+        ),
+    )
+    .unwrap();
+    let check = common::infergate()
+        .args(["check", "--config"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&check.stdout);
+    assert!(check.status.success(), "{printed}");
+    assert!(printed.contains("GlobalGatewayConfig test"), "{printed}");
+    assert!(printed.contains("east <-> west: 70ms"), "{printed}");
+
+    let (_tier, port, admin) = global_ready(&file);
+    // Every member is read within a pull or two.
+    common::wait_for("every member available", || {
+        get(admin, "/status/global")
+            .is_some_and(|s| s.matches("\"state\":\"available\"").count() == 3)
+    });
+    let a = post(
+        port,
+        "/v1/chat/completions",
+        &[],
+        &chat("llama"),
+        Duration::from_secs(10),
+    );
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(
+        a.header("x-infergate-member"),
+        Some("east-a"),
+        "nearest of equals"
+    );
+    let a = post(
+        port,
+        "/v1/chat/completions",
+        &[("x-infergate-region", "west")],
+        &chat("llama"),
+        Duration::from_secs(10),
+    );
+    assert_eq!(
+        a.header("x-infergate-member"),
+        Some("west-a"),
+        "the caller's region"
+    );
+    let q = post(
+        port,
+        "/v1/chat/completions",
+        &[],
+        &chat("qwen"),
+        Duration::from_secs(10),
+    );
+    assert_eq!(
+        q.header("x-infergate-member"),
+        Some("west-q"),
+        "only it serves qwen"
+    );
+    let none = post(
+        port,
+        "/v1/chat/completions",
+        &[],
+        &chat("nope"),
+        Duration::from_secs(10),
+    );
+    assert_eq!(none.status, 404, "{}", none.body);
+    assert!(
+        none.body.contains("no member gateway serves model `nope`"),
+        "{}",
+        none.body
+    );
+    let models = get(port, "/v1/models").unwrap();
+    assert!(
+        models.contains("\"llama\"") && models.contains("\"qwen\""),
+        "{models}"
+    );
+
+    let status = get(admin, "/status/global").unwrap();
+    assert!(status.contains("\"readyEndpoints\":1"), "{status}");
+    assert!(metric(admin, "infergate_global_member_up{member=\"east-a\"}") == 1.0);
+    assert!(
+        metric(
+            admin,
+            "infergate_global_member_requests_total{member=\"east-a\"}"
+        ) >= 1.0
+    );
+    assert!(metric(admin, "infergate_global_requests_total{code=\"404\"}") == 1.0);
+    drop((east, west, other));
+}
+
+/// One request of the steady load: when it was sent, who answered, with what.
+#[derive(Debug, Clone)]
+struct Sent {
+    at: Instant,
+    status: u16,
+    member: Option<String>,
+}
+
+#[test]
+fn a_member_killed_under_load_loses_its_traffic_within_five_seconds_and_nothing_fails() {
+    let dir = TempDir::new("global-failover");
+    let mut east = member(&dir, "east", "llama");
+    let west = member(&dir, "west", "llama");
+    let file = dir.path().join("global.yaml");
+    std::fs::write(
+        &file,
+        global_config(&[("east-a", &east, "east"), ("west-a", &west, "west")], ""),
+    )
+    .unwrap();
+    let (_tier, port, admin) = global_ready(&file);
+    common::wait_for("both members available", || {
+        get(admin, "/status/global")
+            .is_some_and(|s| s.matches("\"state\":\"available\"").count() == 2)
+    });
+
+    // Two clients, each sending one request after another (two in flight at most: the near
+    // member keeps the load, its queue term never falling by more than proximity is worth).
+    let stop = Arc::new(AtomicBool::new(false));
+    let log: Arc<Mutex<Vec<Sent>>> = Arc::default();
+    let clients: Vec<_> = (0..2)
+        .map(|_| {
+            let (stop, log) = (Arc::clone(&stop), Arc::clone(&log));
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let a = post(
+                        port,
+                        "/v1/chat/completions",
+                        &[],
+                        &chat("llama"),
+                        Duration::from_secs(30),
+                    );
+                    log.lock().unwrap().push(Sent {
+                        at: a.sent,
+                        status: a.status,
+                        member: a.header("x-infergate-member").map(str::to_owned),
+                    });
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(2));
+    let before = log.lock().unwrap().len();
+    assert!(before > 20, "the load runs: {before} requests in 2 s");
+    assert!(
+        log.lock()
+            .unwrap()
+            .iter()
+            .all(|s| s.member.as_deref() == Some("east-a")),
+        "the nearest member takes the load while it is healthy"
+    );
+
+    // Kill east's gateway outright, then watch the attempts the tier sends it.
+    east.gateway.0.kill().unwrap();
+    let killed = Instant::now();
+    let mut last_change = killed;
+    let mut last = metric(
+        admin,
+        "infergate_global_member_requests_total{member=\"east-a\"}",
+    );
+    while killed.elapsed() < Duration::from_secs(8) {
+        std::thread::sleep(Duration::from_millis(50));
+        let now = metric(
+            admin,
+            "infergate_global_member_requests_total{member=\"east-a\"}",
+        );
+        if now != last {
+            last = now;
+            last_change = Instant::now();
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for c in clients {
+        c.join().unwrap();
+    }
+    let moved_after = last_change - killed;
+    let log = log.lock().unwrap().clone();
+    let after: Vec<&Sent> = log.iter().filter(|s| s.at >= killed).collect();
+    let failed: Vec<&&Sent> = after.iter().filter(|s| s.status != 200).collect();
+    eprintln!(
+        "failover: last attempt at the killed member {:.2} s after the kill; {} requests after \
+         it, {} failed; {} failovers, {} ejections",
+        moved_after.as_secs_f64(),
+        after.len(),
+        failed.len(),
+        metric(
+            admin,
+            "infergate_global_member_failovers_total{member=\"east-a\"}"
+        ),
+        metric(
+            admin,
+            "infergate_global_member_ejections_total{member=\"east-a\"}"
+        ),
+    );
+    assert!(
+        moved_after <= Duration::from_secs(5),
+        "attempts reached the dead member {moved_after:?} after the kill"
+    );
+    assert!(
+        failed.is_empty(),
+        "requests failed after the kill: {failed:?}"
+    );
+    assert!(after.len() > 50, "the load went on: {}", after.len());
+    assert!(
+        after
+            .iter()
+            .rev()
+            .take(10)
+            .all(|s| s.member.as_deref() == Some("west-a")),
+        "the survivor serves"
+    );
+    let status = get(admin, "/status/global").unwrap();
+    assert!(
+        status.contains("\"state\":\"stale\"") || status.contains("\"state\":\"ejected\""),
+        "{status}"
+    );
+}

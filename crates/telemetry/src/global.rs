@@ -1,0 +1,272 @@
+//! The global tier's families (`infergate global`), in a registry of their own: the tier runs
+//! as its own process and exports none of the cluster tier's families. Every family is listed in
+//! `docs/global.md`, and a test checks the page against [`GlobalMetrics::catalog`].
+//!
+//! The member label's values are the configured member names, so its cardinality is the
+//! config's member count.
+
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
+
+use crate::catalog::{FamilyInfo, Registrar};
+use crate::metrics::{Buckets, LATENCY};
+
+/// A member.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MemberLabel {
+    /// Its configured name.
+    pub member: String,
+}
+
+/// A member and one part of its score.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ScoreLabels {
+    /// Its configured name.
+    pub member: String,
+    /// `total`, `kv_headroom`, `queue_depth`, `region_proximity` or `error_rate`.
+    pub part: String,
+}
+
+/// An answer's status code.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CodeLabel {
+    /// The HTTP status code.
+    pub code: String,
+}
+
+type FloatGauge = Gauge<f64, AtomicU64>;
+
+/// A member's state as the front reads it when `/metrics` is served.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MemberGauges {
+    /// A candidate now.
+    pub up: bool,
+    /// Age of its last status, if it has one.
+    pub status_age: Option<Duration>,
+    /// Its slow-start weight (0 when not a candidate).
+    pub ramp_weight: f64,
+    /// Its last score's parts, `[total, kv_headroom, queue_depth, region_proximity,
+    /// error_rate]`, if it was scored.
+    pub score: Option<[f64; 5]>,
+}
+
+/// The names of a score's parts, in [`MemberGauges::score`]'s order.
+pub const SCORE_PARTS: [&str; 5] = [
+    "total",
+    "kv_headroom",
+    "queue_depth",
+    "region_proximity",
+    "error_rate",
+];
+
+/// The global tier's families.
+#[derive(Debug)]
+pub struct GlobalMetrics {
+    names: Vec<String>,
+    up: Family<MemberLabel, Gauge>,
+    status_age: Family<MemberLabel, FloatGauge>,
+    ramp_weight: Family<MemberLabel, FloatGauge>,
+    score: Family<ScoreLabels, FloatGauge>,
+    sent: Family<MemberLabel, Counter>,
+    failovers: Family<MemberLabel, Counter>,
+    ejections: Family<MemberLabel, Counter>,
+    pull_failures: Family<MemberLabel, Counter>,
+    first_byte: Family<MemberLabel, Histogram, Buckets>,
+    requests: Family<CodeLabel, Counter>,
+    duration: Histogram,
+    registry: Registry,
+    catalog: Vec<FamilyInfo>,
+}
+
+impl GlobalMetrics {
+    /// The families, with a series for each of `members` from the start (so a member that is
+    /// never sent anything still shows 0 rather than nothing).
+    pub fn new(members: &[String]) -> Self {
+        let mut m = Self {
+            names: members.to_vec(),
+            up: Family::default(),
+            status_age: Family::default(),
+            ramp_weight: Family::default(),
+            score: Family::default(),
+            sent: Family::default(),
+            failovers: Family::default(),
+            ejections: Family::default(),
+            pull_failures: Family::default(),
+            first_byte: Family::new_with_constructor(LATENCY),
+            requests: Family::default(),
+            duration: LATENCY.histogram(),
+            registry: Registry::default(),
+            catalog: Vec::new(),
+        };
+        let mut root = Registry::default();
+        let mut catalog = Vec::new();
+        let r = &mut Registrar {
+            registry: root.sub_registry_with_prefix("infergate_global"),
+            prefix: "infergate_global_",
+            catalog: &mut catalog,
+        };
+        r.register(
+            "member_up",
+            "1 while the member is a candidate (fresh status, not ejected), else 0",
+            m.up.clone(),
+        );
+        r.register(
+            "member_status_age_seconds",
+            "Age of the member's last status document that advanced",
+            m.status_age.clone(),
+        );
+        r.register(
+            "member_ramp_weight",
+            "The member's slow-start weight: 1 whole, below 1 ramping back, 0 out",
+            m.ramp_weight.clone(),
+        );
+        r.register(
+            "member_score",
+            "The member's last score and its parts, each in [0, 1]",
+            m.score.clone(),
+        );
+        r.register(
+            "member_requests",
+            "Attempts sent to the member (its share of traffic)",
+            m.sent.clone(),
+        );
+        r.register(
+            "member_failovers",
+            "Attempts at the member that failed before its answer began and moved to the next member",
+            m.failovers.clone(),
+        );
+        r.register(
+            "member_ejections",
+            "Times outlier detection ejected the member",
+            m.ejections.clone(),
+        );
+        r.register(
+            "member_status_pull_failures",
+            "Status pulls of the member that failed or timed out",
+            m.pull_failures.clone(),
+        );
+        r.register(
+            "member_first_byte_seconds",
+            "Time from sending an attempt to the member's response headers",
+            m.first_byte.clone(),
+        );
+        r.register(
+            "requests",
+            "Requests the tier answered, by status code (its own refusals included)",
+            m.requests.clone(),
+        );
+        r.register(
+            "request_duration_seconds",
+            "Time from a request's arrival to the tier's response headers",
+            m.duration.clone(),
+        );
+        for name in members {
+            let l = MemberLabel {
+                member: name.clone(),
+            };
+            let _ = m.up.get_or_create(&l);
+            let _ = m.sent.get_or_create(&l);
+            let _ = m.failovers.get_or_create(&l);
+            let _ = m.ejections.get_or_create(&l);
+            let _ = m.pull_failures.get_or_create(&l);
+        }
+        m.registry = root;
+        m.catalog = catalog;
+        m
+    }
+
+    fn label(&self, index: usize) -> Option<MemberLabel> {
+        self.names
+            .get(index)
+            .map(|n| MemberLabel { member: n.clone() })
+    }
+
+    /// An attempt was sent to member `index`.
+    pub fn sent(&self, index: usize) {
+        if let Some(l) = self.label(index) {
+            self.sent.get_or_create(&l).inc();
+        }
+    }
+
+    /// An attempt at member `index` failed and the request moved on.
+    pub fn failover(&self, index: usize) {
+        if let Some(l) = self.label(index) {
+            self.failovers.get_or_create(&l).inc();
+        }
+    }
+
+    /// Member `index` was ejected.
+    pub fn ejected(&self, index: usize) {
+        if let Some(l) = self.label(index) {
+            self.ejections.get_or_create(&l).inc();
+        }
+    }
+
+    /// A status pull of member `index` failed.
+    pub fn status_pull_failed(&self, index: usize) {
+        if let Some(l) = self.label(index) {
+            self.pull_failures.get_or_create(&l).inc();
+        }
+    }
+
+    /// Member `index`'s response headers came `after` the attempt was sent.
+    pub fn first_byte(&self, index: usize, after: Duration) {
+        if let Some(l) = self.label(index) {
+            self.first_byte
+                .get_or_create(&l)
+                .observe(after.as_secs_f64());
+        }
+    }
+
+    /// The tier answered `code` after `after`.
+    pub fn answered(&self, code: u16, after: Duration) {
+        self.requests
+            .get_or_create(&CodeLabel {
+                code: code.to_string(),
+            })
+            .inc();
+        self.duration.observe(after.as_secs_f64());
+    }
+
+    /// Sets member `index`'s gauges (the front calls this for each member before encoding).
+    pub fn set_member(&self, index: usize, g: MemberGauges) {
+        let Some(l) = self.label(index) else {
+            return;
+        };
+        self.up.get_or_create(&l).set(i64::from(g.up));
+        if let Some(age) = g.status_age {
+            self.status_age.get_or_create(&l).set(age.as_secs_f64());
+        }
+        self.ramp_weight.get_or_create(&l).set(g.ramp_weight);
+        if let Some(parts) = g.score {
+            for (part, v) in SCORE_PARTS.iter().zip(parts) {
+                self.score
+                    .get_or_create(&ScoreLabels {
+                        member: l.member.clone(),
+                        part: (*part).to_string(),
+                    })
+                    .set(v);
+            }
+        }
+    }
+
+    /// Every family registered, as a query names it.
+    pub fn catalog(&self) -> &[FamilyInfo] {
+        &self.catalog
+    }
+
+    /// Prometheus text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
