@@ -57,13 +57,40 @@ pub(crate) fn handle<B>(tier: &Arc<Tier>, req: &Request<B>) -> Response<ProxyBod
             refresh_gauges(tier);
             text(
                 StatusCode::OK,
-                tier.metrics.encode(),
+                exposition(tier),
                 "application/openmetrics-text; version=1.0.0; charset=utf-8",
             )
         }
         "/status/global" => json_response(StatusCode::OK, &status(tier)),
         _ => text(StatusCode::NOT_FOUND, "not found\n".into(), "text/plain"),
     }
+}
+
+/// The cluster tier's families the global tier feeds: callers' auth, the key set and the
+/// rate limits, counted by the same code under the same names.
+const CLUSTER_FAMILIES: [&str; 3] = [
+    "infergate_auth_",
+    "infergate_jwks_",
+    "infergate_rate_limit_",
+];
+
+/// The tier's own families, then those of [`CLUSTER_FAMILIES`], as one exposition.
+fn exposition(tier: &Tier) -> String {
+    let own = tier.metrics.encode();
+    let mut out = own.strip_suffix("# EOF\n").unwrap_or(&own).to_owned();
+    for line in tier.cluster_metrics.encode().lines() {
+        let name = match line.strip_prefix("# ") {
+            // `# HELP name …`, `# TYPE name …`, `# UNIT name …`; `# EOF` has no name.
+            Some(meta) => meta.split(' ').nth(1).unwrap_or(""),
+            None => line.split(['{', ' ']).next().unwrap_or(""),
+        };
+        if CLUSTER_FAMILIES.iter().any(|p| name.starts_with(p)) {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out.push_str("# EOF\n");
+    out
 }
 
 fn availability_name(a: Availability) -> &'static str {

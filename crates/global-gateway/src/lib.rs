@@ -34,6 +34,9 @@ pub enum GlobalError {
         /// Why.
         cause: std::io::Error,
     },
+    /// `spec.auth` or `spec.rateLimits` could not be set up.
+    #[error(transparent)]
+    Callers(#[from] infergate_control::GatewayError),
     /// A member's token file could not be read.
     #[error("spec.members[{index}].bearerTokenFile {file}: {cause}")]
     Token {
@@ -61,9 +64,43 @@ impl GlobalGateway {
     /// current runtime. `listen` and `admin` override the config's addresses.
     pub async fn start(
         config: ResolvedGlobal,
+        config_dir: Option<&std::path::Path>,
         listen: Option<SocketAddr>,
         admin: Option<SocketAddr>,
     ) -> Result<Self, GlobalError> {
+        let metrics = Arc::new(infergate_telemetry::Metrics::new());
+        let auth = match &config.auth {
+            None => None,
+            Some(provider) => {
+                let auth = infergate_control::keys::Auth::build(
+                    provider,
+                    config_dir,
+                    None,
+                    infergate_control::keys::JwksRefresh::default(),
+                    &metrics,
+                )?;
+                // As serve does: wait a little for the first key set, then serve either way
+                // (tokens get 503 until one loads).
+                auth.keys()
+                    .wait_loaded(infergate_control::keys::FIRST_LOAD_WAIT)
+                    .await;
+                Some(Arc::new(auth))
+            }
+        };
+        let limits = infergate_control::limits::RateLimits::for_limits(
+            config.rate_limits.as_ref(),
+            None,
+            infergate_control::Clock::new(),
+            &metrics,
+        )?;
+        if let Some(l) = &limits {
+            l.probe().await;
+        }
+        let callers = tier::Callers {
+            auth,
+            limits,
+            metrics,
+        };
         let mut tokens = Vec::with_capacity(config.members.len());
         for (index, m) in config.members.iter().enumerate() {
             tokens.push(match &m.bearer_token_file {
@@ -101,7 +138,7 @@ impl GlobalGateway {
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
-        let tier = Arc::new(tier::Tier::new(config, tokens, seed));
+        let tier = Arc::new(tier::Tier::new(config, tokens, callers, seed));
         let mut tasks = JoinSet::new();
         for index in 0..tier.addresses.len() {
             let t = Arc::clone(&tier);

@@ -23,10 +23,12 @@ use hyper::header::{
 };
 use hyper::{HeaderMap, Method, Request, Response, StatusCode};
 use infergate_api_error::ApiError;
+use infergate_control::limits::LimitTicket;
 use infergate_global_picker::{
     rank, room_to_eject, Availability, Ranked, Refusal, Request as Choice,
 };
 use infergate_picker::AttemptOutcome;
+use infergate_telemetry::usage::UsageTap;
 
 use crate::tier::Tier;
 
@@ -73,6 +75,15 @@ async fn route(tier: &Arc<Tier>, req: Request<Incoming>) -> Response<ProxyBody> 
         return models(tier);
     }
     let (parts, body) = req.into_parts();
+    // Auth first, before the body is read, as the cluster tier does. The caller's
+    // `Authorization` is kept: the member verifies it again and takes the tenant from it.
+    let token = match &tier.auth {
+        None => None,
+        Some(auth) => match auth.verify(&parts.headers).await {
+            Ok(verified) => Some(verified),
+            Err(e) => return own(e),
+        },
+    };
     let body = match Limited::new(body, MAX_BODY_BYTES).collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => {
@@ -82,6 +93,24 @@ async fn route(tier: &Arc<Tier>, req: Request<Incoming>) -> Response<ProxyBody> 
     };
     let parsed = match infergate_pipeline::parse::parse_request(&parts.headers, Some(&body)) {
         Ok(p) => p,
+        Err(e) => return own(e),
+    };
+    // The tenant's limits, shared with every replica of the tier through the store.
+    let identity =
+        infergate_pipeline::identity::identity(&tier.tenancy, token.as_ref(), &parts.headers);
+    let prompt_tokens = (parsed.prompt.get(&body).len() as u64)
+        .div_ceil(infergate_pipeline::features::BYTES_PER_TOKEN);
+    let charge = infergate_pipeline::limit::Charge {
+        tenant: identity.tenant,
+        prompt_tokens,
+        max_tokens: if infergate_pipeline::parse::is_embeddings(parts.uri.path()) {
+            Some(0)
+        } else {
+            parsed.max_tokens
+        },
+    };
+    let mut ticket = match infergate_pipeline::limit::limit(tier.limits.clone(), charge).await {
+        Ok(t) => t,
         Err(e) => return own(e),
     };
     let caller_region = parts
@@ -132,7 +161,7 @@ async fn route(tier: &Arc<Tier>, req: Request<Incoming>) -> Response<ProxyBody> 
             tier.metrics.failover(previous);
         }
         tried.push(r.member);
-        match attempt(tier, &r, &parts, &body).await {
+        match attempt(tier, &r, &parts, &body, &mut ticket).await {
             Attempt::Answered(resp) => return resp,
             Attempt::Failed(why) => last_failure = why,
         }
@@ -253,6 +282,7 @@ async fn attempt(
     r: &Ranked,
     parts: &hyper::http::request::Parts,
     body: &Bytes,
+    ticket: &mut Option<LimitTicket>,
 ) -> Attempt {
     let index = r.member;
     let name = tier.config.members[index].name.clone();
@@ -325,10 +355,18 @@ async fn attempt(
     if let Ok(v) = HeaderValue::from_str(&name) {
         head.headers.insert(MEMBER_HEADER, v);
     }
+    let content_type = head
+        .headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     let guarded = Guarded {
         inner: incoming,
         sse,
         ended: false,
+        usage: UsageTap::for_content_type(content_type.as_deref()),
+        ticket: ticket.take(),
+        failed: status.as_u16() >= 400,
         tier: Arc::clone(tier),
         member: index,
         check: Box::pin(tokio::time::sleep(LOST_CHECK)),
@@ -378,7 +416,27 @@ struct Guarded {
     member: usize,
     /// When to check next that the member is still a candidate.
     check: Pin<Box<tokio::time::Sleep>>,
+    /// Reads the answer's `usage` on its way through, for the tenant's token limit.
+    usage: UsageTap,
+    /// The tenant's reservation, settled when the body ends (or is dropped).
+    ticket: Option<LimitTicket>,
+    /// The member answered with an error status: its tokens are refunded.
+    failed: bool,
     _flight: Flight,
+}
+
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        // Ended or abandoned by the client: the usage read so far (the whole of it when the
+        // body ended), else the estimate stands for a success and is refunded for an error.
+        if let Some(ticket) = self.ticket.take() {
+            let used = self
+                .usage
+                .finish()
+                .map(|u| u.prompt_tokens + u.completion_tokens);
+            ticket.finish(used, self.failed);
+        }
+    }
 }
 
 impl Guarded {
@@ -439,7 +497,12 @@ impl Body for Guarded {
                 }
                 Poll::Pending
             }
-            Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(frame))),
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    self.usage.feed(data);
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
             Poll::Ready(None) => Poll::Ready(None),
         }
     }

@@ -9,10 +9,14 @@ use http_body_util::Full;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
+use infergate_config::gateway::ResolvedTenancy;
 use infergate_config::global::{MemberCost, ResolvedGlobal};
+use infergate_control::keys::Auth;
+use infergate_control::limits::RateLimits;
 use infergate_global_picker::{Member, MemberState, ScoreParts, TierSettings};
 use infergate_rng::SplitMix64;
 use infergate_telemetry::global::GlobalMetrics;
+use infergate_telemetry::Metrics;
 
 /// A pooled client sending buffered bodies.
 pub(crate) type MemberClient = Client<HttpConnector, Full<Bytes>>;
@@ -52,6 +56,24 @@ pub(crate) struct Tier {
     /// Status pulls: their own pool, so a hung pull never holds a request's connection.
     pub status_client: MemberClient,
     pub metrics: GlobalMetrics,
+    /// Callers' tokens verified, when `spec.auth` is set.
+    pub auth: Option<Arc<Auth>>,
+    /// Where a request's tenant and band come from.
+    pub tenancy: ResolvedTenancy,
+    /// Per-tenant limits, when `spec.rateLimits` is set.
+    pub limits: Option<Arc<RateLimits>>,
+    /// The cluster tier's families, of which the tier feeds (and exports) only the auth,
+    /// key-set and rate-limit ones: the same code counts the same things under the same names.
+    pub cluster_metrics: Arc<Metrics>,
+}
+
+/// What the tier takes from the callers' side of the config, built on the runtime (a JWKS
+/// fetch starts at once).
+#[derive(Debug)]
+pub(crate) struct Callers {
+    pub auth: Option<Arc<Auth>>,
+    pub limits: Option<Arc<RateLimits>>,
+    pub metrics: Arc<Metrics>,
 }
 
 fn client(connect_timeout: Duration) -> MemberClient {
@@ -67,7 +89,12 @@ fn client(connect_timeout: Duration) -> MemberClient {
 
 impl Tier {
     /// The tier of `config`, with each member's token read (`tokens[i]` for member `i`).
-    pub fn new(config: ResolvedGlobal, tokens: Vec<Option<String>>, seed: u64) -> Self {
+    pub fn new(
+        config: ResolvedGlobal,
+        tokens: Vec<Option<String>>,
+        callers: Callers,
+        seed: u64,
+    ) -> Self {
         let settings = TierSettings::from_resolved(&config);
         let members = config
             .members
@@ -106,6 +133,10 @@ impl Tier {
             // A pull must fail within its own timeout, connect included.
             status_client: client(config.status.timeout.value),
             metrics: GlobalMetrics::new(&names),
+            auth: callers.auth,
+            tenancy: config.tenancy.clone(),
+            limits: callers.limits,
+            cluster_metrics: callers.metrics,
             config,
         }
     }

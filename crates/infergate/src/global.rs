@@ -31,7 +31,7 @@ pub fn run(args: GlobalArgs) -> anyhow::Result<()> {
         .with_context(|| format!("in {}", path.display()))?;
     let (runtime, _) = crate::serve::runtime().context("starting the runtime")?;
     runtime.block_on(async move {
-        let tier = GlobalGateway::start(config, args.listen, args.admin_listen)
+        let tier = GlobalGateway::start(config, path.parent(), args.listen, args.admin_listen)
             .await
             .with_context(|| format!("starting the global tier of {}", path.display()))?;
         tokio::select! {

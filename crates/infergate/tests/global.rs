@@ -285,3 +285,143 @@ fn a_member_killed_under_load_loses_its_traffic_within_five_seconds_and_nothing_
         "{status}"
     );
 }
+
+/// Requests per second of tenant `rps` at the global tier.
+const RPS: u64 = 5;
+
+#[test]
+fn two_tier_replicas_on_one_redis_hold_a_tenants_limit_together() {
+    let (_redis, redis_port) = common::redis_server_on_free_port();
+    let dir = TempDir::new("global-limits");
+    let east = member(&dir, "east", "llama");
+    let limits = format!(
+        "  rateLimits:\n    store: redis://127.0.0.1:{redis_port}\n    storeTimeout: 2s\n    tenants:\n      - {{tenant: rps, requestsPerSecond: {RPS}}}\n      - {{tenant: warm-up, requestsPerSecond: 1000}}\n"
+    );
+    let file = dir.path().join("global.yaml");
+    // One region here: no latencies to name.
+    let yaml = global_config(&[("east-a", &east, "east")], &limits).replace(
+        "  regionLatencies: [{from: east, to: west, latency: 70ms}]\n",
+        "",
+    );
+    std::fs::write(&file, yaml).unwrap();
+    let printed = String::from_utf8_lossy(
+        &common::infergate()
+            .args(["check", "--config"])
+            .arg(&file)
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .into_owned();
+    assert!(
+        printed.contains(&format!("store redis://127.0.0.1:{redis_port}")),
+        "{printed}"
+    );
+    let tiers = [global_ready(&file), global_ready(&file)];
+    let ports: Vec<u16> = tiers.iter().map(|(_, p, _)| *p).collect();
+    let admins: Vec<u16> = tiers.iter().map(|(_, _, a)| *a).collect();
+    let ask = |port: u16, tenant: &str| {
+        post(
+            port,
+            "/v1/chat/completions",
+            &[("x-gateway-inference-fairness-id", tenant)],
+            &chat("llama"),
+            Duration::from_secs(10),
+        )
+    };
+    // Both replicas count on Redis before the run.
+    for (&port, &admin) in ports.iter().zip(&admins) {
+        common::wait_for("the tier to count on Redis", || {
+            assert_eq!(ask(port, "warm-up").status, 200);
+            metric(
+                admin,
+                "infergate_rate_limit_decisions_total{tenant=\"warm-up\",outcome=\"admitted\"}",
+            ) >= 1.0
+        });
+    }
+    let run = Duration::from_secs(3);
+    let clients: Vec<_> = (0..4)
+        .map(|i| {
+            let port = ports[i % 2];
+            std::thread::spawn(move || {
+                let start = Instant::now();
+                let mut answers = Vec::new();
+                while start.elapsed() < run {
+                    let a = post(
+                        port,
+                        "/v1/chat/completions",
+                        &[("x-gateway-inference-fairness-id", "rps")],
+                        &chat("llama"),
+                        Duration::from_secs(10),
+                    );
+                    if a.status == 429 {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    answers.push((i % 2, a));
+                }
+                answers
+            })
+        })
+        .collect();
+    let answers: Vec<(usize, common::Answer)> = clients
+        .into_iter()
+        .flat_map(|c| c.join().unwrap())
+        .collect();
+    for (_, a) in &answers {
+        match a.status {
+            200 => {}
+            429 => {
+                assert_eq!(
+                    a.header("x-llm-d-request-dropped-reason"),
+                    Some("rejected-rate-limited")
+                );
+                assert_eq!(a.header("retry-after"), Some("1"));
+            }
+            other => panic!("status {other}: {}", a.body),
+        }
+    }
+    let admitted: Vec<&common::Answer> = answers
+        .iter()
+        .map(|(_, a)| a)
+        .filter(|a| a.status == 200)
+        .collect();
+    // As in tests/rate_limits.rs: on Redis's clock the admissions span at most from the first
+    // one's sending to the last one's answer; over that window the bucket admits one second's
+    // burst plus the refill (1 ms for Redis's whole-millisecond clock, 500 ppm of slew).
+    let first = admitted.iter().map(|a| a.sent).min().unwrap();
+    let last = admitted.iter().map(|a| a.answered).max().unwrap();
+    let measured_ms = (last - first).as_millis() as u64;
+    let window_ms = measured_ms + 1 + measured_ms.div_ceil(2_000);
+    let bound = RPS + RPS * window_ms / 1000;
+    let n = admitted.len() as u64;
+    eprintln!(
+        "global limits: {n} admitted of {} over {window_ms} ms by two tier replicas; the limit \
+         allows {bound}",
+        answers.len()
+    );
+    assert!(n <= bound, "{n} admitted; the limit allows {bound}");
+    assert!(
+        n * 2 >= bound,
+        "{n} admitted; the limiter refuses too much ({bound})"
+    );
+    for g in 0..2 {
+        let mine = answers
+            .iter()
+            .filter(|(i, a)| *i == g && a.status == 200)
+            .count();
+        let refused = answers
+            .iter()
+            .filter(|(i, a)| *i == g && a.status == 429)
+            .count();
+        assert!(
+            mine > 0 && refused > 0,
+            "replica {g}: {mine} admitted, {refused} refused"
+        );
+    }
+    for &admin in &admins {
+        assert_eq!(
+            metric(admin, "infergate_rate_limit_store_errors_total"),
+            0.0
+        );
+    }
+}

@@ -9,7 +9,7 @@ use infergate_picker::prefix::{HashMemo, PrefixParams};
 use infergate_picker::RequestFeatures;
 
 /// Bytes per token in the estimate (upstream's four characters per token).
-const BYTES_PER_TOKEN: u64 = 4;
+pub const BYTES_PER_TOKEN: u64 = 4;
 
 thread_local! {
     /// The prompts this thread hashed last ([`HashMemo`]): one per runtime thread, so no lock is

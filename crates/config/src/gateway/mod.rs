@@ -50,6 +50,7 @@ pub use duration::GatewayDuration;
 pub use error::GatewayConfigError;
 pub use lora::{AdapterEntry, AdapterTable, ConfigMapAdapterMap, LoraAdapterMap};
 pub use outlier::ResolvedOutlierDetection;
+pub(crate) use report::{fmt_rate_limits, fmt_tenancy};
 pub use resolve::{
     resolve, resolve_with_config_maps, DefaultBackend, DeploymentKnob, EffectiveWeights, Identity,
     ModelRoute, PickerSource, Pool, PoolEndpoint, ResolvedBand, ResolvedBbr, ResolvedDiscovery,
@@ -74,6 +75,7 @@ pub use types::{
     InferenceGatewayConfig, Kind, Listen, MetricsSpec, ObjectMeta, Observability, Tls, API_VERSION,
     KIND, SAGEMAKER_API_VERSION,
 };
+pub(crate) use validate::check_identity_and_limits;
 
 /// Parses and validates an `InferenceGatewayConfig` document.
 pub fn load_from_str(yaml: &str) -> Result<InferenceGatewayConfig, GatewayConfigError> {

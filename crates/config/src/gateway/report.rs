@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::duration::GatewayDuration;
 use super::resolve::{
     DefaultBackend, Identity, PickerSource, Pool, ResolvedDiscovery, ResolvedFlowControl,
-    ResolvedGateway, SessionKey, TlsMode,
+    ResolvedGateway, ResolvedRateLimits, ResolvedTenancy, SessionKey, TlsMode,
 };
 use super::setting::Setting;
 use super::traffic::{RateLimit, RateLimitStore, StoreFailure};
@@ -277,55 +277,9 @@ impl ResolvedGateway {
 
     fn fmt_traffic(&self, f: &mut Formatter<'_>) -> fmt::Result {
         writeln!(f, "traffic")?;
-        let t = &self.tenancy;
-        row(f, "tenant", t.tenant.as_ref().map(identity))?;
-        row(f, "criticality", t.criticality.as_ref().map(identity))?;
-        row(f, "default band", t.default_criticality)?;
+        fmt_tenancy(f, &self.tenancy)?;
         fmt_flow(f, &self.flow_control)?;
-        match &self.rate_limits {
-            None => row(f, "rate limits", "none")?,
-            Some(r) => {
-                let store = match &r.store.value {
-                    RateLimitStore::Local => "local".to_owned(),
-                    RateLimitStore::Redis { url } => url.clone(),
-                };
-                let on_error = match r.store.value {
-                    RateLimitStore::Local => String::new(),
-                    RateLimitStore::Redis { .. } => format!(
-                        "; timeout {}; store down: {}{}",
-                        dur(r.store_timeout),
-                        match r.on_store_error.value {
-                            StoreFailure::FailOpen => "fail open",
-                            StoreFailure::FailClosed => "fail closed",
-                        },
-                        mark(r.on_store_error.is_default)
-                    ),
-                };
-                row(
-                    f,
-                    "rate limits",
-                    format!("store {store}{}{on_error}", mark(r.store.is_default)),
-                )?;
-                if let Some(d) = &r.default {
-                    row(f, "  every tenant", limit(d))?;
-                }
-                for (tenant, l) in &r.tenants {
-                    row(f, &format!("  {tenant}"), limit(l))?;
-                }
-                let counts_tokens = r
-                    .default
-                    .iter()
-                    .chain(r.tenants.values())
-                    .any(|l| l.tokens_per_minute.is_some());
-                if counts_tokens {
-                    row(
-                        f,
-                        "  no max_tokens",
-                        format!("reserve {} completion tokens", r.default_max_tokens),
-                    )?;
-                }
-            }
-        }
+        fmt_rate_limits(f, self.rate_limits.as_ref())?;
         if self.rewrites.is_empty() {
             row(f, "rewrites", "none")?;
         }
@@ -462,4 +416,63 @@ fn fmt_flow(f: &mut Formatter<'_>, fc: &ResolvedFlowControl) -> fmt::Result {
             }
         ),
     )
+}
+
+/// The tenancy rows (shared with the global tier's report).
+pub(crate) fn fmt_tenancy(f: &mut Formatter<'_>, t: &ResolvedTenancy) -> fmt::Result {
+    row(f, "tenant", t.tenant.as_ref().map(identity))?;
+    row(f, "criticality", t.criticality.as_ref().map(identity))?;
+    row(f, "default band", t.default_criticality)
+}
+
+/// The rate-limit rows (shared with the global tier's report).
+pub(crate) fn fmt_rate_limits(
+    f: &mut Formatter<'_>,
+    limits: Option<&ResolvedRateLimits>,
+) -> fmt::Result {
+    match limits {
+        None => row(f, "rate limits", "none")?,
+        Some(r) => {
+            let store = match &r.store.value {
+                RateLimitStore::Local => "local".to_owned(),
+                RateLimitStore::Redis { url } => url.clone(),
+            };
+            let on_error = match r.store.value {
+                RateLimitStore::Local => String::new(),
+                RateLimitStore::Redis { .. } => format!(
+                    "; timeout {}; store down: {}{}",
+                    dur(r.store_timeout),
+                    match r.on_store_error.value {
+                        StoreFailure::FailOpen => "fail open",
+                        StoreFailure::FailClosed => "fail closed",
+                    },
+                    mark(r.on_store_error.is_default)
+                ),
+            };
+            row(
+                f,
+                "rate limits",
+                format!("store {store}{}{on_error}", mark(r.store.is_default)),
+            )?;
+            if let Some(d) = &r.default {
+                row(f, "  every tenant", limit(d))?;
+            }
+            for (tenant, l) in &r.tenants {
+                row(f, &format!("  {tenant}"), limit(l))?;
+            }
+            let counts_tokens = r
+                .default
+                .iter()
+                .chain(r.tenants.values())
+                .any(|l| l.tokens_per_minute.is_some());
+            if counts_tokens {
+                row(
+                    f,
+                    "  no max_tokens",
+                    format!("reserve {} completion tokens", r.default_max_tokens),
+                )?;
+            }
+        }
+    }
+    Ok(())
 }

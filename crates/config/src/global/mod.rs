@@ -11,7 +11,7 @@ pub mod defaults;
 
 use serde::Deserialize;
 
-use crate::gateway::{GatewayConfigError, GatewayDuration, ObjectMeta};
+use crate::gateway::{Auth, GatewayConfigError, GatewayDuration, ObjectMeta, RateLimits, Tenancy};
 
 pub use resolve::{
     MemberCost, ResolvedGlobal, ResolvedMember, ResolvedOutlier, ResolvedRouting,
@@ -71,6 +71,16 @@ pub struct GlobalSpec {
     /// The ramp a returning member comes back through.
     #[serde(default)]
     pub slow_start: Option<SlowStartSpec>,
+    /// JWT authentication of callers, as `InferenceGatewayConfig`'s `spec.auth`.
+    #[serde(default)]
+    pub auth: Option<Auth>,
+    /// Where a request's tenant and band come from, as `InferenceGatewayConfig`'s.
+    #[serde(default)]
+    pub tenancy: Option<Tenancy>,
+    /// Per-tenant limits, as `InferenceGatewayConfig`'s `spec.rateLimits`: with
+    /// `store: redis://…`, shared by every replica of the tier pointed at that Redis.
+    #[serde(default)]
+    pub rate_limits: Option<RateLimits>,
 }
 
 /// `spec.regionLatencies[]`: one pair of regions, either order.

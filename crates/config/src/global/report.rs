@@ -5,9 +5,10 @@ use std::fmt::{self, Display, Formatter};
 
 use super::resolve::{MemberCost, ResolvedGlobal};
 use super::GLOBAL_KIND;
-use crate::gateway::{GatewayDuration, API_VERSION};
+use crate::gateway::{fmt_rate_limits, fmt_tenancy, GatewayDuration, API_VERSION};
 
-const W: usize = 22;
+/// The key column's width: the cluster report's, since the callers' rows are printed by its code.
+const W: usize = 18;
 
 fn row(f: &mut Formatter<'_>, key: &str, value: impl Display) -> fmt::Result {
     writeln!(f, "  {key:<W$}{value}")
@@ -74,8 +75,8 @@ impl Display for ResolvedGlobal {
         writeln!(f, "status pulls")?;
         row(f, "interval", d(self.status.interval))?;
         row(f, "timeout", d(self.status.timeout))?;
-        row(f, "stale after misses", self.status.misses_before_stale)?;
-        row(f, "return after pulls", self.status.pulls_before_return)?;
+        row(f, "misses to stale", self.status.misses_before_stale)?;
+        row(f, "pulls to return", self.status.pulls_before_return)?;
         writeln!(f)?;
         writeln!(f, "routing")?;
         let w = self.routing.weights;
@@ -89,13 +90,13 @@ impl Display for ResolvedGlobal {
                 )
             }),
         )?;
-        row(f, "spill at saturation", self.routing.spill_at)?;
+        row(f, "spill at", self.routing.spill_at)?;
         row(f, "max attempts", self.routing.max_attempts)?;
         row(f, "connect timeout", d(self.routing.connect_timeout))?;
-        row(f, "first byte timeout", d(self.routing.first_byte_timeout))?;
+        row(f, "first-byte wait", d(self.routing.first_byte_timeout))?;
         writeln!(f)?;
         writeln!(f, "outlier detection")?;
-        row(f, "consecutive failures", self.outlier.consecutive_failures)?;
+        row(f, "eject after", self.outlier.consecutive_failures)?;
         row(f, "base ejection", d(self.outlier.base_ejection_time))?;
         row(f, "max ejection", d(self.outlier.max_ejection_time))?;
         writeln!(f)?;
@@ -108,6 +109,18 @@ impl Display for ResolvedGlobal {
             self.slow_start
                 .min_weight
                 .map(|m| format!("{:.0} %", m * 100.0)),
-        )
+        )?;
+        writeln!(f)?;
+        writeln!(f, "callers")?;
+        match &self.auth {
+            None => row(f, "auth", "off")?,
+            Some(p) => row(
+                f,
+                "auth",
+                format!("JWT provider {}: issuer {}", p.name, p.issuer),
+            )?,
+        }
+        fmt_tenancy(f, &self.tenancy)?;
+        fmt_rate_limits(f, self.rate_limits.as_ref())
     }
 }

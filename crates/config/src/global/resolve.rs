@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use super::{defaults, GlobalGatewayConfig, MemberSpec, WeightsSpec, GLOBAL_KIND};
 use crate::gateway::{
-    is_dns_label, EndpointAddress, GatewayConfigError, GatewayDuration, Setting, API_VERSION,
+    check_identity_and_limits, is_dns_label, EndpointAddress, GatewayConfigError, GatewayDuration,
+    JwtProvider, ResolvedRateLimits, ResolvedTenancy, Setting, API_VERSION,
 };
 
 /// How close weights must sum to 1 (AWS's tolerance).
@@ -141,6 +142,12 @@ pub struct ResolvedGlobal {
     pub outlier: ResolvedOutlier,
     /// The return ramp.
     pub slow_start: ResolvedSlowStart,
+    /// JWT authentication, when on.
+    pub auth: Option<JwtProvider>,
+    /// Where tenants and bands come from.
+    pub tenancy: ResolvedTenancy,
+    /// Per-tenant limits, when set.
+    pub rate_limits: Option<ResolvedRateLimits>,
 }
 
 impl ResolvedGlobal {
@@ -589,6 +596,12 @@ pub(super) fn resolve(c: &GlobalGatewayConfig) -> Result<ResolvedGlobal, Gateway
         p.add("spec.slowStart.minWeightPercent", "must be in 1..=100");
     }
 
+    if let Err(e) =
+        check_identity_and_limits(s.auth.as_ref(), s.tenancy.as_ref(), s.rate_limits.as_ref())
+    {
+        p.0.push(e);
+    }
+
     if let Some(e) = GatewayConfigError::from_all(p.0) {
         return Err(e);
     }
@@ -604,5 +617,8 @@ pub(super) fn resolve(c: &GlobalGatewayConfig) -> Result<ResolvedGlobal, Gateway
         routing,
         outlier,
         slow_start,
+        auth: s.auth.as_ref().map(|a| a.jwt.provider.clone()),
+        tenancy: ResolvedTenancy::new(s.tenancy.as_ref()),
+        rate_limits: s.rate_limits.as_ref().map(ResolvedRateLimits::new),
     })
 }

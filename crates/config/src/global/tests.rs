@@ -159,3 +159,24 @@ fn unknown_fields_and_kinds_are_refused() {
     assert!(is_global_config(MINIMAL));
     assert!(!is_global_config("kind: InferenceGatewayConfig\n"));
 }
+
+#[test]
+fn callers_sections_follow_the_cluster_tiers_rules() {
+    let g = load_global_from_str(&with_spec(
+        "  rateLimits:\n    store: redis://127.0.0.1:6379\n    tenants: [{tenant: a, requestsPerSecond: 5}]\n",
+    ))
+    .expect("loads");
+    let limits = g.rate_limits.expect("rate limits resolved");
+    assert_eq!(limits.tenants.len(), 1);
+    assert!(g.auth.is_none());
+    // A claim needs spec.auth, as in InferenceGatewayConfig; the field is named the same.
+    let e = errors_of(&with_spec(
+        "  tenancy: {tenant: {claim: sub}}\n  rateLimits: {store: \"memcached://x\"}\n",
+    ));
+    let fields: Vec<&str> = e.iter().map(|(f, _)| f.as_str()).collect();
+    assert_eq!(
+        fields,
+        ["spec.tenancy.tenant.claim", "spec.rateLimits.store"],
+        "{e:?}"
+    );
+}

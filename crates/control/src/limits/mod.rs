@@ -133,7 +133,18 @@ impl RateLimits {
         clock: Clock,
         metrics: &Arc<Metrics>,
     ) -> Result<Option<Arc<Self>>, GatewayError> {
-        let Some(limits) = &config.rate_limits else {
+        Self::for_limits(config.rate_limits.as_ref(), previous, clock, metrics)
+    }
+
+    /// [`Self::for_config`] from the `rateLimits` section alone (the global tier's config has
+    /// one of the same shape).
+    pub fn for_limits(
+        limits: Option<&ResolvedRateLimits>,
+        previous: Option<&RateLimits>,
+        clock: Clock,
+        metrics: &Arc<Metrics>,
+    ) -> Result<Option<Arc<Self>>, GatewayError> {
+        let Some(limits) = limits else {
             return Ok(None);
         };
         let limiter = RateLimiter::from_resolved(limits)

@@ -44,7 +44,7 @@ pub struct ResolvedTenancy {
 }
 
 impl ResolvedTenancy {
-    pub(super) fn new(t: Option<&Tenancy>) -> ResolvedTenancy {
+    pub(crate) fn new(t: Option<&Tenancy>) -> ResolvedTenancy {
         let t = t.cloned().unwrap_or_default();
         let pick = |src: &Option<IdentitySource>, header: &str| {
             Setting::or(
@@ -217,7 +217,7 @@ pub struct ResolvedRateLimits {
 }
 
 impl ResolvedRateLimits {
-    pub(super) fn new(r: &RateLimits) -> ResolvedRateLimits {
+    pub(crate) fn new(r: &RateLimits) -> ResolvedRateLimits {
         ResolvedRateLimits {
             store: Setting::or(
                 r.store

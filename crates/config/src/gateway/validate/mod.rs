@@ -78,6 +78,25 @@ pub(crate) fn validate(config: &InferenceGatewayConfig) -> Result {
     found.finish()
 }
 
+/// The rules of `spec.auth`, `spec.tenancy` and `spec.rateLimits` alone: what a config that
+/// has only those sections (the global tier's) must keep, with the same field names.
+pub(crate) fn check_identity_and_limits(
+    auth: Option<&crate::gateway::Auth>,
+    tenancy: Option<&crate::gateway::Tenancy>,
+    rate_limits: Option<&crate::gateway::RateLimits>,
+) -> Result {
+    let mut found = Findings::default();
+    if let Some(auth) = auth {
+        found.note(check_jwt(&auth.jwt.provider));
+    }
+    found.note(traffic::check_tenancy_and_limits(
+        tenancy,
+        rate_limits,
+        auth.is_some(),
+    ));
+    found.finish()
+}
+
 /// `spec.discovery` as written, or `static` when `spec.endpoints` is written, else `kubernetes`
 /// in the resource's namespace.
 pub(crate) fn effective_discovery(spec: &GatewaySpec) -> Discovery {

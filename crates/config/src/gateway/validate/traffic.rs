@@ -8,19 +8,14 @@ use crate::gateway::error::invalid;
 use crate::gateway::lora::check_name;
 use crate::gateway::traffic::{
     Band, Fairness, FlowControl, IdentitySource, RateLimit, RateLimitStore, RateLimits, Stickiness,
+    Tenancy,
 };
 use crate::gateway::types::GatewaySpec;
 
 pub(super) fn check(spec: &GatewaySpec) -> Result {
     let mut found = Findings::default();
     if let Some(t) = &spec.tenancy {
-        let auth = spec.auth.is_some();
-        if let Some(src) = &t.tenant {
-            found.note(check_source(src, auth, "spec.tenancy.tenant"));
-        }
-        if let Some(src) = &t.criticality {
-            found.note(check_source(src, auth, "spec.tenancy.criticality"));
-        }
+        found.note(check_tenancy(t, spec.auth.is_some()));
     }
     if let Some(f) = &spec.flow_control {
         found.note(check_flow(f));
@@ -29,6 +24,34 @@ pub(super) fn check(spec: &GatewaySpec) -> Result {
         found.note(check_rate_limits(r));
     }
     found.note(check_rewrites(spec));
+    found.finish()
+}
+
+/// `spec.tenancy` and `spec.rateLimits` alone (the global tier has only these two of this
+/// module's sections); `auth` says whether `spec.auth` is set, which claims need.
+pub(super) fn check_tenancy_and_limits(
+    tenancy: Option<&Tenancy>,
+    rate_limits: Option<&RateLimits>,
+    auth: bool,
+) -> Result {
+    let mut found = Findings::default();
+    if let Some(t) = tenancy {
+        found.note(check_tenancy(t, auth));
+    }
+    if let Some(r) = rate_limits {
+        found.note(check_rate_limits(r));
+    }
+    found.finish()
+}
+
+fn check_tenancy(t: &Tenancy, auth: bool) -> Result {
+    let mut found = Findings::default();
+    if let Some(src) = &t.tenant {
+        found.note(check_source(src, auth, "spec.tenancy.tenant"));
+    }
+    if let Some(src) = &t.criticality {
+        found.note(check_source(src, auth, "spec.tenancy.criticality"));
+    }
     found.finish()
 }
 
