@@ -695,6 +695,7 @@ fn the_chart_lints_renders_and_applies_to_a_real_api_server() {
     let cp = ControlPlane::up("chart");
     let out = Command::new(infergate_test_support::kube::repo_root().join("tests/k8s/chart-check"))
         .arg(cp.dir())
+        .env("INFERGATE", env!("CARGO_BIN_EXE_infergate"))
         .output()
         .unwrap();
     assert!(
