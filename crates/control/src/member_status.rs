@@ -126,6 +126,8 @@ pub fn pool_status(
         } else {
             0.0
         },
+        // Filled by the caller, which has the pool's resolved config.
+        routing: None,
     }
 }
 
@@ -150,7 +152,16 @@ pub(crate) fn member_status_now(shared: &Shared) -> MemberStatus {
         .pools
         .iter()
         .zip(&routes.names)
-        .map(|(pool, names)| pool_status_of(pool, names, now))
+        .map(|(pool, names)| {
+            let mut status = pool_status_of(pool, names, now);
+            status.routing = routes
+                .config
+                .pools
+                .iter()
+                .find(|p| p.name == pool.name)
+                .map(infergate_config::gateway::Pool::routing_definition);
+            status
+        })
         .collect();
     MemberStatus {
         api_version: API_VERSION.to_owned(),

@@ -102,7 +102,22 @@ fn availability_name(a: Availability) -> &'static str {
     }
 }
 
+/// The drift among the members' last statuses (stale ones included: a definition does not
+/// go stale).
+fn current_drift(tier: &Tier) -> Vec<infergate_global_picker::Drift> {
+    let table = tier.table();
+    infergate_global_picker::drift(
+        table
+            .members
+            .iter()
+            .filter_map(|m| m.state.status().map(|s| (m.name.as_str(), s))),
+    )
+}
+
 fn refresh_gauges(tier: &Tier) {
+    let drift = current_drift(tier);
+    tier.metrics
+        .set_drift(drift.iter().map(|d| d.model.as_str()));
     let now = tier.now();
     let table = tier.table();
     for (i, m) in table.members.iter().enumerate() {
@@ -158,9 +173,26 @@ fn status(tier: &Tier) -> serde_json::Value {
             })
         })
         .collect();
+    drop(table);
+    let drift: Vec<serde_json::Value> = current_drift(tier)
+        .iter()
+        .map(|d| {
+            serde_json::json!({
+                "model": d.model,
+                "message": d.describe(),
+                "variants": d.variants.iter().map(|(def, members)| serde_json::json!({
+                    "members": members,
+                    "models": def.models,
+                    "adapters": def.adapters,
+                    "routing": def.routing,
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
     serde_json::json!({
         "apiVersion": infergate_config::gateway::API_VERSION,
         "kind": "GlobalStatus",
         "members": members,
+        "drift": drift,
     })
 }

@@ -172,6 +172,51 @@ impl GlobalGateway {
     }
 }
 
+/// Reads every member's status document once (`infergate check --pull-members`), each within
+/// `timeout`, with the members' tokens read from their files: each member's name and its
+/// document or why there is none, then the drift among those read.
+pub async fn read_members(
+    config: &ResolvedGlobal,
+    timeout: std::time::Duration,
+) -> (
+    Vec<(
+        String,
+        Result<infergate_global_picker::MemberStatus, String>,
+    )>,
+    Vec<infergate_global_picker::Drift>,
+) {
+    let client = tier::client(timeout);
+    let reads = config.members.iter().map(|m| {
+        let client = client.clone();
+        async move {
+            let token = match &m.bearer_token_file {
+                None => Ok(None),
+                Some(file) => std::fs::read_to_string(file)
+                    .map(|t| Some(Arc::from(format!("Bearer {}", t.trim()))))
+                    .map_err(|e| format!("bearerTokenFile {file}: {e}")),
+            };
+            let read = match token {
+                Err(e) => Err(e),
+                Ok(authorization) => {
+                    let address = tier::MemberAddress {
+                        data: m.data_authority.clone(),
+                        admin: m.admin_authority.clone(),
+                        authorization,
+                    };
+                    pull::fetch(&client, &address, timeout).await
+                }
+            };
+            (m.name.clone(), read)
+        }
+    });
+    let read = futures_util::future::join_all(reads).await;
+    let drift = infergate_global_picker::drift(
+        read.iter()
+            .filter_map(|(name, r)| r.as_ref().ok().map(|s| (name.as_str(), s))),
+    );
+    (read, drift)
+}
+
 /// Accepts connections on `listener` and serves each with `handler`.
 async fn accept<F, Fut>(listener: TcpListener, handler: F)
 where

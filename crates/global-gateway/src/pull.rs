@@ -12,7 +12,7 @@ use hyper::{Method, Request};
 use infergate_global_picker::{MemberStatus, MEMBER_STATUS_PATH};
 use infergate_rng::SplitMix64;
 
-use crate::tier::Tier;
+use crate::tier::{MemberAddress, MemberClient, Tier};
 
 /// A status document larger than this is refused (a pool list of a few kilobytes is normal).
 const MAX_STATUS_BYTES: usize = 1 << 20;
@@ -45,7 +45,20 @@ pub(crate) async fn pull_forever(tier: Arc<Tier>, index: usize, seed: u64) {
 
 /// One pull: the document, or why there is none.
 async fn pull_once(tier: &Tier, index: usize) -> Result<MemberStatus, String> {
-    let address = &tier.addresses[index];
+    fetch(
+        &tier.status_client,
+        &tier.addresses[index],
+        tier.config.status.timeout.value,
+    )
+    .await
+}
+
+/// Reads `address`'s status document once within `timeout`.
+pub(crate) async fn fetch(
+    client: &MemberClient,
+    address: &MemberAddress,
+    timeout: Duration,
+) -> Result<MemberStatus, String> {
     let mut req = Request::builder()
         .method(Method::GET)
         .uri(format!("http://{}{MEMBER_STATUS_PATH}", address.admin))
@@ -56,10 +69,8 @@ async fn pull_once(tier: &Tier, index: usize) -> Result<MemberStatus, String> {
     let req = req
         .body(Full::new(Bytes::new()))
         .map_err(|e| format!("building the pull: {e}"))?;
-    let timeout: Duration = tier.config.status.timeout.value;
     let pulled = tokio::time::timeout(timeout, async {
-        let resp = tier
-            .status_client
+        let resp = client
             .request(req)
             .await
             .map_err(|e| format!("unreachable: {e}"))?;

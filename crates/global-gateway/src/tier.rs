@@ -76,7 +76,7 @@ pub(crate) struct Callers {
     pub metrics: Arc<Metrics>,
 }
 
-fn client(connect_timeout: Duration) -> MemberClient {
+pub(crate) fn client(connect_timeout: Duration) -> MemberClient {
     let mut c = HttpConnector::new();
     c.set_nodelay(true);
     c.set_connect_timeout(Some(connect_timeout));

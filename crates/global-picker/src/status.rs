@@ -60,6 +60,11 @@ pub struct PoolStatus {
     pub ttft_p99_seconds: Option<f64>,
     /// The member's flow-control saturation of the pool (1: at Standard's ceiling).
     pub saturation: f64,
+    /// How the pool picks, in one line (scheduler, metric dialect, the picker's weights or
+    /// policy): the same pool in two clusters should say the same. Absent from a gateway that
+    /// does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing: Option<String>,
 }
 
 impl PoolStatus {

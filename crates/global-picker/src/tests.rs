@@ -39,6 +39,7 @@ fn pool(model: &str, kv_headroom: f64, queue: u64, saturation: f64) -> PoolStatu
         error_rate: 0.0,
         ttft_p99_seconds: Some(0.5),
         saturation,
+        routing: Some("scheduler Default, engine Vllm, weights queue 1".into()),
     }
 }
 
@@ -393,4 +394,31 @@ fn a_member_whose_last_pull_missed_goes_after_the_others() {
         .state
         .on_pull(doc(2, vec![pool("m", 0.9, 0, 0.1)]), s(2.0), &st);
     assert_eq!(order(&ms, req("m"), s(2.5), &st), ["near", "far"]);
+}
+
+#[test]
+fn members_that_define_a_model_differently_are_reported_and_the_rest_is_not() {
+    let same = doc(1, vec![pool("m", 0.5, 0, 0.1)]);
+    let mut other_weights = doc(1, vec![pool("m", 0.9, 7, 0.8)]);
+    assert!(
+        drift([("a", &same), ("b", &other_weights)]).is_empty(),
+        "load differs on purpose"
+    );
+    other_weights.pools[0].routing = Some("scheduler Default, engine Vllm, weights queue 3".into());
+    let mut no_adapter = doc(1, vec![pool("m", 0.5, 0, 0.1)]);
+    no_adapter.pools[0].adapters.clear();
+    let found = drift([("a", &same), ("b", &other_weights), ("c", &no_adapter)]);
+    let models: Vec<&str> = found.iter().map(|d| d.model.as_str()).collect();
+    // The adapter is served by a and b only (c has none), and they pick differently.
+    assert_eq!(models, ["m", "sql-lora"]);
+    assert_eq!(found[0].variants.len(), 3);
+    assert_eq!(found[1].variants.len(), 2);
+    let line = found[0].describe();
+    assert!(
+        line.contains("weights queue 3") && line.contains("adapters []"),
+        "{line}"
+    );
+    // Defined alike, the adapter is no drift.
+    let found = drift([("a", &same), ("c", &same)]);
+    assert!(found.is_empty(), "{found:?}");
 }

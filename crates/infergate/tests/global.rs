@@ -22,9 +22,18 @@ struct Member {
 }
 
 fn member(dir: &TempDir, name: &str, model: &str) -> Member {
+    member_with(dir, name, model, "")
+}
+
+/// A member whose pool's scheduler has `scheduler_extra` (YAML indented 6).
+fn member_with(dir: &TempDir, name: &str, model: &str, scheduler_extra: &str) -> Member {
     let (replica, replica_port) = instant_replica(model);
     let file = dir.path().join(format!("{name}.yaml"));
-    std::fs::write(&file, common::one_pool_config(model, replica_port, "", "")).unwrap();
+    std::fs::write(
+        &file,
+        common::one_pool_config(model, replica_port, "", scheduler_extra),
+    )
+    .unwrap();
     let (gateway, port, admin) = serve_ready(&file, |_| {});
     Member {
         _replica: replica,
@@ -147,6 +156,16 @@ fn the_tier_routes_by_model_and_region_and_reports_its_members() {
 
     let status = get(admin, "/status/global").unwrap();
     assert!(status.contains("\"readyEndpoints\":1"), "{status}");
+    assert!(status.contains("\"drift\":[]"), "{status}");
+    let pulled = common::infergate()
+        .args(["check", "--pull-members", "--config"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&pulled.stdout);
+    assert!(pulled.status.success(), "{printed}");
+    assert!(printed.contains("no drift"), "{printed}");
+    assert_eq!(printed.matches("  read: sequence").count(), 3, "{printed}");
     assert!(metric(admin, "infergate_global_member_up{member=\"east-a\"}") == 1.0);
     assert!(
         metric(
@@ -424,4 +443,45 @@ fn two_tier_replicas_on_one_redis_hold_a_tenants_limit_together() {
             0.0
         );
     }
+}
+
+#[test]
+fn members_that_define_a_model_differently_are_reported_as_drift() {
+    let dir = TempDir::new("global-drift");
+    let east = member(&dir, "east", "llama");
+    let west = member_with(&dir, "west", "llama", "      weights: {queue: 3}\n");
+    let file = dir.path().join("global.yaml");
+    std::fs::write(
+        &file,
+        global_config(&[("east-a", &east, "east"), ("west-a", &west, "west")], ""),
+    )
+    .unwrap();
+    let (_tier, _port, admin) = global_ready(&file);
+    common::wait_for("both members read", || {
+        get(admin, "/status/global")
+            .is_some_and(|s| s.matches("\"state\":\"available\"").count() == 2)
+    });
+    let status = get(admin, "/status/global").unwrap();
+    assert!(status.contains("model `llama` differs"), "{status}");
+    assert!(status.contains("queue 3"), "{status}");
+    assert_eq!(
+        metric(admin, "infergate_global_model_drift{model=\"llama\"}"),
+        1.0
+    );
+    let pulled = common::infergate()
+        .args(["check", "--pull-members", "--config"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&pulled.stdout);
+    assert!(!pulled.status.success(), "drift is an error: {printed}");
+    assert!(
+        printed.contains("drift: model `llama` differs"),
+        "{printed}"
+    );
+    assert!(
+        String::from_utf8_lossy(&pulled.stderr).contains("1 model(s) defined differently"),
+        "{}",
+        String::from_utf8_lossy(&pulled.stderr)
+    );
 }

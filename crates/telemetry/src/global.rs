@@ -34,6 +34,13 @@ pub struct ScoreLabels {
     pub part: String,
 }
 
+/// A model name.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ModelLabel {
+    /// The model (or adapter) name, as the members' statuses list it.
+    pub model: String,
+}
+
 /// An answer's status code.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CodeLabel {
@@ -81,6 +88,7 @@ pub struct GlobalMetrics {
     first_byte: Family<MemberLabel, Histogram, Buckets>,
     requests: Family<CodeLabel, Counter>,
     duration: Histogram,
+    drift: Family<ModelLabel, Gauge>,
     registry: Registry,
     catalog: Vec<FamilyInfo>,
 }
@@ -102,6 +110,7 @@ impl GlobalMetrics {
             first_byte: Family::new_with_constructor(LATENCY),
             requests: Family::default(),
             duration: LATENCY.histogram(),
+            drift: Family::default(),
             registry: Registry::default(),
             catalog: Vec::new(),
         };
@@ -166,6 +175,11 @@ impl GlobalMetrics {
             "request_duration_seconds",
             "Time from a request's arrival to the tier's response headers",
             m.duration.clone(),
+        );
+        r.register(
+            "model_drift",
+            "1 for each model its members define differently (models, adapters or routing), as of the last read",
+            m.drift.clone(),
         );
         for name in members {
             let l = MemberLabel {
@@ -254,6 +268,19 @@ impl GlobalMetrics {
                     })
                     .set(v);
             }
+        }
+    }
+
+    /// The models whose members disagree now: each gets 1, and a model no longer listed loses
+    /// its series.
+    pub fn set_drift<'a>(&self, models: impl IntoIterator<Item = &'a str>) {
+        self.drift.clear();
+        for model in models {
+            self.drift
+                .get_or_create(&ModelLabel {
+                    model: model.to_owned(),
+                })
+                .set(1);
         }
     }
 

@@ -58,9 +58,16 @@ async fn the_member_status_follows_the_pools_endpoints_traffic_and_failures() {
         "errorRate",
         "ttftP99Seconds",
         "saturation",
+        "routing",
     ]
     .into();
     assert_eq!(keys, contract);
+    // How the pool picks, for the global tier's drift check.
+    let routing = p["routing"].as_str().unwrap();
+    assert!(
+        routing.starts_with("scheduler ") && routing.contains("weights queue"),
+        "{routing}"
+    );
     assert_eq!(p["name"], "llama");
     assert_eq!(p["models"], json!([LLAMA, "chat-alias"]));
     assert_eq!(p["adapters"], json!(["sql-lora"]));

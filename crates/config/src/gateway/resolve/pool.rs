@@ -135,6 +135,35 @@ pub struct PoolEndpoint {
 }
 
 impl Pool {
+    /// How the pool picks, in one line, for comparing the same pool across clusters (the
+    /// global tier's drift check): the scheduler, the metric dialect and the picker's source
+    /// (its weights, its named policy, or where its EndpointPickerConfig lives). Endpoints,
+    /// timeouts and the like are left out: they differ between clusters on purpose.
+    pub fn routing_definition(&self) -> String {
+        let picker = match &self.picker {
+            PickerSource::Weights(w) => {
+                let parts: Vec<String> = w
+                    .entries()
+                    .iter()
+                    .map(|(name, s)| format!("{name} {}", s.value))
+                    .collect();
+                format!("weights {}", parts.join(", "))
+            }
+            PickerSource::ConfigMap { name, key } => {
+                format!(
+                    "EndpointPickerConfig in ConfigMap {name}, key {}",
+                    key.value
+                )
+            }
+            PickerSource::File(path) => format!("EndpointPickerConfig file {path}"),
+            PickerSource::Named(name) => format!("policy {name}"),
+        };
+        format!(
+            "scheduler {:?}, engine {:?}, {picker}",
+            self.scheduler.value, self.engine_type.value
+        )
+    }
+
     /// Resolves one validated scheduler; `endpoints` is `spec.endpoints` under static
     /// discovery.
     pub(super) fn new(
