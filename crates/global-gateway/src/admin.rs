@@ -116,10 +116,21 @@ fn current_drift(tier: &Tier) -> Vec<infergate_global_picker::Drift> {
 
 fn refresh_gauges(tier: &Tier) {
     let drift = current_drift(tier);
-    tier.metrics
-        .set_drift(drift.iter().map(|d| d.model.as_str()));
     let now = tier.now();
     let table = tier.table();
+    let served: std::collections::BTreeSet<&str> = table
+        .members
+        .iter()
+        .filter_map(|m| m.state.status())
+        .flat_map(|s| &s.pools)
+        .flat_map(|p| p.models.iter().chain(&p.adapters))
+        .map(String::as_str)
+        .collect();
+    tier.metrics.set_drift(
+        served
+            .iter()
+            .map(|m| (*m, drift.iter().any(|d| d.model == *m))),
+    );
     for (i, m) in table.members.iter().enumerate() {
         let score = table.last_score[i].map(|s| {
             [

@@ -3,7 +3,8 @@
 //! this command's output; a test fails when they differ from it, and another runs every query
 //! against a real Prometheus scraping `infergate demo` (crates/infergate/tests/dashboards.rs).
 //!
-//! Queries use `$__rate_interval` and the `$pool` and `$model` variables; every ratio guards its
+//! Queries use `$__rate_interval` and the `$pool` and `$model` variables (the global tier's,
+//! `$member`); every ratio guards its
 //! denominator with `> 0`, and panels of events that may not have happened yet (429s) fall back
 //! to 0 per series rather than showing no data.
 
@@ -58,13 +59,22 @@ pub struct Dashboard {
     pub uid: &'static str,
     /// Its title.
     pub title: &'static str,
+    /// Its variables after the data source: name and `label_values(…)` query.
+    pub variables: &'static [(&'static str, &'static str)],
     /// Its rows.
     pub rows: &'static [Row],
 }
 
+/// The cluster tier's variables: every pool and every model.
+const CLUSTER_VARIABLES: &[(&str, &str)] = &[
+    ("pool", "label_values(infergate_pool_endpoints, pool)"),
+    ("model", "label_values(infergate_requests_total, model)"),
+];
+
 const OVERVIEW: Dashboard = Dashboard {
     uid: "infergate-overview",
     title: "infergate — overview",
+    variables: CLUSTER_VARIABLES,
     rows: &[
         Row {
             title: "The three panels that pay for themselves",
@@ -235,6 +245,7 @@ const OVERVIEW: Dashboard = Dashboard {
 
 const ENDPOINTS: Dashboard = Dashboard {
     uid: "infergate-endpoints",
+    variables: CLUSTER_VARIABLES,
     title: "infergate — endpoints as the picker sees them",
     rows: &[Row {
         title: "Per endpoint",
@@ -318,8 +329,149 @@ const ENDPOINTS: Dashboard = Dashboard {
     }],
 };
 
+/// The global tier (`infergate global`): its members as it sees them, where traffic went and
+/// why, and what failed.
+const GLOBAL: Dashboard = Dashboard {
+    uid: "infergate-global",
+    title: "infergate — global tier",
+    variables: &[("member", "label_values(infergate_global_member_up, member)")],
+    rows: &[
+        Row {
+            title: "Members",
+            panels: &[
+                Panel {
+                    title: "Members up",
+                    description: "1 while the member is a candidate: its status fresh (its sequence advancing) and not ejected.",
+                    unit: "short",
+                    queries: &[Query {
+                        expr: r#"max by (member) (infergate_global_member_up{member=~"$member"})"#,
+                        legend: "{{member}}",
+                    }],
+                },
+                Panel {
+                    title: "Share of traffic",
+                    description: "Each member's share of the attempts the tier sent.",
+                    unit: "percentunit",
+                    queries: &[Query {
+                        expr: r#"sum by (member) (rate(infergate_global_member_requests_total{member=~"$member"}[$__rate_interval])) / ignoring (member) group_left sum(rate(infergate_global_member_requests_total[$__rate_interval])) > 0"#,
+                        legend: "{{member}}",
+                    }],
+                },
+                Panel {
+                    title: "Status age",
+                    description: "Age of each member's last status that advanced: it leaves the candidates after three missed pulls (about 3 s).",
+                    unit: "s",
+                    queries: &[Query {
+                        expr: r#"max by (member) (infergate_global_member_status_age_seconds{member=~"$member"})"#,
+                        legend: "{{member}}",
+                    }],
+                },
+                Panel {
+                    title: "Slow-start ramp",
+                    description: "A returning member's weight: below 1 while it ramps back, 0 while out.",
+                    unit: "short",
+                    queries: &[Query {
+                        expr: r#"max by (member) (infergate_global_member_ramp_weight{member=~"$member"})"#,
+                        legend: "{{member}}",
+                    }],
+                },
+            ],
+        },
+        Row {
+            title: "Why traffic went where it did",
+            panels: &[
+                Panel {
+                    title: "Score",
+                    description: "Each member's last score: the weighted sum of its KV headroom, queue, proximity and error parts.",
+                    unit: "short",
+                    queries: &[Query {
+                        expr: r#"max by (member) (infergate_global_member_score{member=~"$member",part="total"})"#,
+                        legend: "{{member}}",
+                    }],
+                },
+                Panel {
+                    title: "Score parts",
+                    description: "The parts of each member's last score, each in [0, 1] before weighting.",
+                    unit: "short",
+                    queries: &[Query {
+                        expr: r#"max by (member, part) (infergate_global_member_score{member=~"$member",part!="total"})"#,
+                        legend: "{{member}} {{part}}",
+                    }],
+                },
+            ],
+        },
+        Row {
+            title: "Failures",
+            panels: &[
+                Panel {
+                    title: "Failovers and ejections",
+                    description: "Attempts at a member that failed before its answer began and moved on, and ejections by outlier detection.",
+                    unit: "short",
+                    queries: &[
+                        Query {
+                            expr: r#"sum by (member) (rate(infergate_global_member_failovers_total{member=~"$member"}[$__rate_interval]))"#,
+                            legend: "{{member}} failovers/s",
+                        },
+                        Query {
+                            expr: r#"sum by (member) (increase(infergate_global_member_ejections_total{member=~"$member"}[$__rate_interval]))"#,
+                            legend: "{{member}} ejections",
+                        },
+                    ],
+                },
+                Panel {
+                    title: "Status pulls failing",
+                    description: "Pulls of each member's status that failed or timed out, per second: a member whose pulls fail goes stale.",
+                    unit: "short",
+                    queries: &[Query {
+                        expr: r#"sum by (member) (rate(infergate_global_member_status_pull_failures_total{member=~"$member"}[$__rate_interval]))"#,
+                        legend: "{{member}}",
+                    }],
+                },
+                Panel {
+                    title: "Models defined differently",
+                    description: "1 for a model whose members disagree on its model names, adapters or routing (drift).",
+                    unit: "short",
+                    queries: &[Query {
+                        expr: r#"max by (model) (infergate_global_model_drift)"#,
+                        legend: "{{model}}",
+                    }],
+                },
+            ],
+        },
+        Row {
+            title: "The fleet as callers see it",
+            panels: &[
+                Panel {
+                    title: "P99 time to a member's first byte",
+                    description: "From sending an attempt to the member's response headers, over every member, and per member.",
+                    unit: "s",
+                    queries: &[
+                        Query {
+                            expr: r#"histogram_quantile(0.99, sum by (le) (rate(infergate_global_member_first_byte_seconds_bucket[$__rate_interval])))"#,
+                            legend: "fleet",
+                        },
+                        Query {
+                            expr: r#"histogram_quantile(0.99, sum by (le, member) (rate(infergate_global_member_first_byte_seconds_bucket{member=~"$member"}[$__rate_interval])))"#,
+                            legend: "{{member}}",
+                        },
+                    ],
+                },
+                Panel {
+                    title: "Answers by status",
+                    description: "Requests the tier answered per second, by status code: 429 when every member is saturated or a tenant is over its limit, 503 with no member available, 502 when every member tried failed.",
+                    unit: "reqps",
+                    queries: &[Query {
+                        expr: r#"sum by (code) (rate(infergate_global_requests_total[$__rate_interval]))"#,
+                        legend: "{{code}}",
+                    }],
+                },
+            ],
+        },
+    ],
+};
+
 /// Every dashboard.
-pub const DASHBOARDS: [Dashboard; 2] = [OVERVIEW, ENDPOINTS];
+pub const DASHBOARDS: [Dashboard; 3] = [OVERVIEW, ENDPOINTS, GLOBAL];
 
 /// Grafana's JSON model of `d`.
 pub fn render(d: &Dashboard) -> Value {
@@ -361,7 +513,7 @@ pub fn render(d: &Dashboard) -> Value {
             }
         }
     }
-    let variable = |name: &str, query: &str| {
+    let variable = |name: &str, query: &str| -> Value {
         json!({
             "name": name, "type": "query", "datasource": datasource,
             "definition": query, "query": {"query": query, "refId": "PrometheusVariableQueryEditor-VariableQuery"},
@@ -380,12 +532,12 @@ pub fn render(d: &Dashboard) -> Value {
         "time": {"from": "now-1h", "to": "now"},
         "refresh": "30s",
         "annotations": {"list": []},
-        "templating": {"list": [
-            {"name": "datasource", "type": "datasource", "query": "prometheus", "label": "Data source",
-             "current": {}, "hide": 0},
-            variable("pool", "label_values(infergate_pool_endpoints, pool)"),
-            variable("model", "label_values(infergate_requests_total, model)"),
-        ]},
+        "templating": {"list": std::iter::once(
+            json!({"name": "datasource", "type": "datasource", "query": "prometheus", "label": "Data source",
+             "current": {}, "hide": 0}),
+        )
+        .chain(d.variables.iter().map(|(name, query)| variable(name, query)))
+        .collect::<Vec<Value>>()},
         "panels": panels,
     })
 }

@@ -144,6 +144,7 @@ fn substituted(expr: &str) -> String {
     expr.replace("$__rate_interval", "15s")
         .replace("$pool", ".*")
         .replace("$model", ".*")
+        .replace("$member", ".*")
 }
 
 /// The expression of every rule of the shipped rule file.
@@ -182,11 +183,22 @@ fn every_dashboard_query_and_rule_answers_from_a_real_prometheus_scraping_the_de
     servers.sort();
     assert_eq!(servers.len(), 6, "{metrics}");
 
-    // Prometheus: the gateway's admin port and each server, labelled with its pool as a
-    // Kubernetes scrape's relabelling would; the shipped rules loaded.
+    // A global tier in front of the demo's gateway, its one member, for the global dashboard.
     let dir = common::TempDir::new("prometheus");
+    let global_file = dir.path().join("global.yaml");
+    std::fs::write(
+        &global_file,
+        format!(
+            "apiVersion: infergate.dev/v1alpha1\nkind: GlobalGatewayConfig\nspec:\n  members:\n    - {{name: demo, url: \"http://127.0.0.1:{gateway}\", adminUrl: \"http://127.0.0.1:{admin}\", region: local}}\n"
+        ),
+    )
+    .unwrap();
+    let (_global, global_port, global_admin) = common::global_ready(&global_file);
+
+    // Prometheus: the gateway's and the global tier's admin ports and each server, labelled
+    // with its pool as a Kubernetes scrape's relabelling would; the shipped rules loaded.
     let mut config = format!(
-        "global: {{scrape_interval: 1s, evaluation_interval: 1s}}\nrule_files: [{}]\nscrape_configs:\n  - job_name: infergate\n    static_configs: [{{targets: ['127.0.0.1:{admin}']}}]\n  - job_name: vllm\n    static_configs:\n",
+        "global: {{scrape_interval: 1s, evaluation_interval: 1s}}\nrule_files: [{}]\nscrape_configs:\n  - job_name: infergate\n    static_configs: [{{targets: ['127.0.0.1:{admin}']}}]\n  - job_name: infergate-global\n    static_configs: [{{targets: ['127.0.0.1:{global_admin}']}}]\n  - job_name: vllm\n    static_configs:\n",
         repo().join("deploy/prometheus/infergate-rules.yaml").display()
     );
     for (pool, endpoint) in &servers {
@@ -223,10 +235,28 @@ fn every_dashboard_query_and_rule_answers_from_a_real_prometheus_scraping_the_de
         let stop = Arc::clone(&stop);
         std::thread::spawn(move || {
             let addr = format!("127.0.0.1:{gateway}");
+            let global = format!("127.0.0.1:{global_port}");
             let send = |path: &str, headers: &[(&str, &str)], body: &str| {
                 common::http_with(&addr, "POST", path, headers, body, Duration::from_secs(30))
             };
             while !stop.load(Ordering::Relaxed) {
+                // Through the global tier too, and one it refuses (no member serves it).
+                common::http_with(
+                    &global,
+                    "POST",
+                    "/v1/chat/completions",
+                    &[],
+                    r#"{"model": "meta-llama/Llama-3.1-8B-Instruct", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]}"#,
+                    Duration::from_secs(30),
+                );
+                common::http_with(
+                    &global,
+                    "POST",
+                    "/v1/chat/completions",
+                    &[],
+                    r#"{"model": "no-such-model", "messages": []}"#,
+                    Duration::from_secs(30),
+                );
                 send(
                     "/v1/chat/completions",
                     &[],
@@ -266,7 +296,7 @@ fn every_dashboard_query_and_rule_answers_from_a_real_prometheus_scraping_the_de
         names.extend(metric_names(v));
     }
     let rules = rule_exprs();
-    assert_eq!(rules.len(), 6, "{rules:?}");
+    assert_eq!(rules.len(), 9, "{rules:?}");
     for r in &rules {
         names.extend(metric_names(r));
     }

@@ -178,7 +178,7 @@ impl GlobalMetrics {
         );
         r.register(
             "model_drift",
-            "1 for each model its members define differently (models, adapters or routing), as of the last read",
+            "Per model the members serve: 1 when they define it differently (models, adapters or routing), else 0",
             m.drift.clone(),
         );
         for name in members {
@@ -271,16 +271,16 @@ impl GlobalMetrics {
         }
     }
 
-    /// The models whose members disagree now: each gets 1, and a model no longer listed loses
-    /// its series.
-    pub fn set_drift<'a>(&self, models: impl IntoIterator<Item = &'a str>) {
+    /// Every model the members serve, with whether its members disagree now (1) or not (0); a
+    /// model no longer served loses its series.
+    pub fn set_drift<'a>(&self, models: impl IntoIterator<Item = (&'a str, bool)>) {
         self.drift.clear();
-        for model in models {
+        for (model, drifted) in models {
             self.drift
                 .get_or_create(&ModelLabel {
                     model: model.to_owned(),
                 })
-                .set(1);
+                .set(i64::from(drifted));
         }
     }
 
