@@ -485,3 +485,144 @@ fn members_that_define_a_model_differently_are_reported_as_drift() {
         String::from_utf8_lossy(&pulled.stderr)
     );
 }
+
+#[test]
+fn a_member_answering_429_is_left_alone_for_its_retry_after_and_the_others_take_the_load() {
+    let dir = TempDir::new("global-429");
+    // East refuses all but 2 requests a second (its own rate limit: 429 with Retry-After 1).
+    let (replica, replica_port) = instant_replica("llama");
+    let east_file = dir.path().join("east.yaml");
+    std::fs::write(
+        &east_file,
+        common::one_pool_config(
+            "llama",
+            replica_port,
+            "  rateLimits:\n    default: {requestsPerSecond: 2}\n",
+            "",
+        ),
+    )
+    .unwrap();
+    let (east_gateway, east_port, east_admin) = serve_ready(&east_file, |_| {});
+    let east = Member {
+        _replica: replica,
+        gateway: east_gateway,
+        port: east_port,
+        admin: east_admin,
+    };
+    let west = member(&dir, "west", "llama");
+    let file = dir.path().join("global.yaml");
+    std::fs::write(
+        &file,
+        global_config(&[("east-a", &east, "east"), ("west-a", &west, "west")], ""),
+    )
+    .unwrap();
+    let (_tier, port, admin) = global_ready(&file);
+    common::wait_for("both members available", || {
+        get(admin, "/status/global")
+            .is_some_and(|s| s.matches("\"state\":\"available\"").count() == 2)
+    });
+    // One client, one request after another, for 4 s, as one tenant.
+    let start = Instant::now();
+    let mut answers = Vec::new();
+    while start.elapsed() < Duration::from_secs(4) {
+        answers.push(post(
+            port,
+            "/v1/chat/completions",
+            &[("x-gateway-inference-fairness-id", "t")],
+            &chat("llama"),
+            Duration::from_secs(10),
+        ));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let by = |member: &str, status: u16| {
+        answers
+            .iter()
+            .filter(|a| a.status == status && a.header("x-infergate-member") == Some(member))
+            .count()
+    };
+    let (east_ok, east_429, west_ok) = (by("east-a", 200), by("east-a", 429), by("west-a", 200));
+    eprintln!(
+        "429 storm: {} requests; east answered {east_ok} and refused {east_429}, west answered \
+         {west_ok}",
+        answers.len()
+    );
+    assert_eq!(east_ok + east_429 + west_ok, answers.len(), "nothing else");
+    // East refuses with Retry-After 1, and the tier passes that on rather than spraying the
+    // request over every member; it then sends east nothing for that second: at most one
+    // refusal per second of the run (plus the one in flight when a second ends).
+    assert!(east_429 >= 1, "east's limit was reached");
+    assert!(
+        east_429 <= 6,
+        "{east_429} refusals in 4 s: east was not left alone"
+    );
+    for a in answers.iter().filter(|a| a.status == 429) {
+        assert_eq!(a.header("retry-after"), Some("1"));
+    }
+    assert!(
+        west_ok * 2 > answers.len(),
+        "the other member took most of the load: {west_ok} of {}",
+        answers.len()
+    );
+    drop(east);
+}
+
+#[test]
+fn when_redis_dies_a_fail_open_tier_admits_a_fail_closed_one_refuses_and_both_recover() {
+    let (redis, redis_port) = common::redis_server_on_free_port();
+    let dir = TempDir::new("global-redis-down");
+    let east = member(&dir, "east", "llama");
+    let tier = |on_error: &str| {
+        let file = dir.path().join(format!("global-{on_error}.yaml"));
+        let limits = format!(
+            "  rateLimits:\n    store: redis://127.0.0.1:{redis_port}\n    storeTimeout: 2s\n    onStoreError: {on_error}\n    default: {{requestsPerSecond: 1000}}\n"
+        );
+        let yaml = global_config(&[("east-a", &east, "east")], &limits).replace(
+            "  regionLatencies: [{from: east, to: west, latency: 70ms}]\n",
+            "",
+        );
+        std::fs::write(&file, yaml).unwrap();
+        global_ready(&file)
+    };
+    let (_open, open_port, open_admin) = tier("failOpen");
+    let (_closed, closed_port, closed_admin) = tier("failClosed");
+    let ask = |port: u16| {
+        post(
+            port,
+            "/v1/chat/completions",
+            &[("x-gateway-inference-fairness-id", "t")],
+            &chat("llama"),
+            Duration::from_secs(10),
+        )
+    };
+    let decisions = |admin: u16, outcome: &str| {
+        metric(
+            admin,
+            &format!("infergate_rate_limit_decisions_total{{tenant=\"*\",outcome=\"{outcome}\"}}"),
+        )
+    };
+    for (port, admin) in [(open_port, open_admin), (closed_port, closed_admin)] {
+        common::wait_for("the tier to count on Redis", || {
+            assert_eq!(ask(port).status, 200);
+            decisions(admin, "admitted") >= 1.0
+        });
+    }
+    drop(redis);
+    for _ in 0..5 {
+        assert_eq!(ask(open_port).status, 200, "fail open admits");
+        let refused = ask(closed_port);
+        assert_eq!(refused.status, 503, "{}", refused.body);
+        assert_eq!(
+            refused.header("x-llm-d-request-dropped-reason"),
+            Some("rejected-rate-limit-unavailable")
+        );
+    }
+    assert!(decisions(open_admin, "failed_open") >= 5.0);
+    assert!(decisions(closed_admin, "failed_closed") >= 5.0);
+    // Redis back on the same port: both count again.
+    let _redis = common::RedisServer::taking(redis_port);
+    common::wait_for("both tiers to count again", || {
+        assert_eq!(ask(open_port).status, 200);
+        ask(closed_port).status == 200
+    });
+    assert!(decisions(closed_admin, "admitted") >= 2.0);
+}

@@ -1,8 +1,8 @@
 //! Network namespaces as hosts of their own (`ip netns`, a veth pair to the test's namespace,
 //! from iproute2), and faults on their links (`nft`, from nftables): a process started in one
 //! has its own loopback and its own address, and a cut link drops every packet — a black hole,
-//! not a refusal. Needs CAP_NET_ADMIN (root in CI); a test that cannot create one fails, saying
-//! why.
+//! not a refusal. Needs root (CI runs as root; elsewhere `sudo -n` is used); a test that cannot
+//! create one fails, saying why.
 
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -10,8 +10,24 @@ use std::sync::atomic::{AtomicU32, Ordering};
 /// Namespaces made by this process so far: each gets its own /30 and interface names.
 static MADE: AtomicU32 = AtomicU32::new(0);
 
+/// `program` as root: itself when the test runs as root (CI), else through `sudo -n` (a
+/// developer's machine with passwordless sudo).
+fn as_root(program: &str) -> Command {
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.trim_ascii() == b"0");
+    if root {
+        Command::new(program)
+    } else {
+        let mut c = Command::new("sudo");
+        c.args(["-n", program]);
+        c
+    }
+}
+
 fn run(program: &str, args: &[&str]) {
-    let out = Command::new(program)
+    let out = as_root(program)
         .args(args)
         .output()
         .unwrap_or_else(|e| panic!("running {program}: {e} (iproute2 and nftables are needed)"));
@@ -98,7 +114,7 @@ impl Netns {
 
     /// `program` to be run inside the namespace.
     pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
-        let mut c = Command::new("ip");
+        let mut c = as_root("ip");
         c.args(["netns", "exec", &self.name]).arg(program);
         c
     }
@@ -125,11 +141,7 @@ impl Netns {
 
 impl Drop for Netns {
     fn drop(&mut self) {
-        let _ = Command::new("ip")
-            .args(["link", "del", &self.host_if])
-            .output();
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.name])
-            .output();
+        let _ = as_root("ip").args(["link", "del", &self.host_if]).output();
+        let _ = as_root("ip").args(["netns", "del", &self.name]).output();
     }
 }
