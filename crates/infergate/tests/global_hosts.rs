@@ -37,11 +37,18 @@ impl Host {
 }
 
 fn host(dir: &TempDir, name: &str) -> Host {
+    host_with(dir, name, &["--model", "instant"])
+}
+
+/// A member whose replica is `infergate sim` with `sim_args` (model and GPU).
+fn host_with(dir: &TempDir, name: &str, sim_args: &[&str]) -> Host {
     let ns = Netns::create();
     let bin = env!("CARGO_BIN_EXE_infergate");
     let replica = ns
         .command(bin)
-        .args(["sim", "--model", "instant", "--served-model-name", "llama"])
+        .arg("sim")
+        .args(sim_args)
+        .args(["--served-model-name", "llama"])
         .args(["--host", "127.0.0.1", "--port", "8000"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -330,5 +337,66 @@ fn a_lost_region_moves_its_traffic_to_the_next_region_within_five_seconds() {
     assert!(
         last.iter().all(|s| s.member.as_deref() == Some("west-a")),
         "{last:?}"
+    );
+}
+
+#[test]
+fn a_stream_in_flight_on_a_black_holed_member_ends_with_an_error_event() {
+    let dir = TempDir::new("global-hosts-stream");
+    // An 8B model on an L4: a 400-token answer streams for seconds.
+    let east = host_with(&dir, "east", &["--model", "llama-3.1-8b", "--gpu", "l4"]);
+    let west = host(&dir, "west");
+    let file = dir.path().join("global.yaml");
+    std::fs::write(
+        &file,
+        config(&[("east-a", &east, "east"), ("west-a", &west, "west")], ""),
+    )
+    .unwrap();
+    let (_tier, port, admin) = global_ready(&file);
+    wait_for("both members available", || {
+        get(admin, "/status/global")
+            .is_some_and(|s| s.matches("\"state\":\"available\"").count() == 2)
+    });
+    let body = r#"{"model": "llama", "stream": true, "max_tokens": 400, "ignore_eos": true, "messages": [{"role": "user", "content": "tell me a long story"}]}"#;
+    let streaming = std::thread::spawn(move || {
+        let sent = Instant::now();
+        let raw = http(
+            &format!("127.0.0.1:{port}"),
+            "POST",
+            "/v1/chat/completions",
+            body,
+            Duration::from_secs(60),
+        );
+        (raw, sent.elapsed())
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    east.ns.black_hole();
+    let cut = Instant::now();
+    let (raw, took) = streaming.join().unwrap();
+    let raw = raw.expect("the tier answers and ends the stream");
+    let ended_after = cut.elapsed();
+    eprintln!(
+        "stream: ended {:.2} s after the cut ({:.2} s in all), {} content chunks before",
+        ended_after.as_secs_f64(),
+        took.as_secs_f64(),
+        raw.matches("\"content\"").count()
+    );
+    assert!(raw.starts_with("HTTP/1.1 200"), "{raw}");
+    assert!(
+        raw.contains("x-infergate-member: east-a"),
+        "the near member streamed it"
+    );
+    assert!(
+        raw.matches("\"content\"").count() > 3,
+        "it had begun: {raw}"
+    );
+    assert!(
+        raw.contains("member_stream_broken") && raw.contains("was lost mid-stream"),
+        "the stream ends with an error event: {raw}"
+    );
+    assert!(!raw.contains("[DONE]"), "not a normal end");
+    assert!(
+        ended_after <= Duration::from_secs(5),
+        "the stream hung {ended_after:?} after the cut"
     );
 }
