@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 mod admin;
+mod connect;
 mod proxy;
 mod pull;
 mod tier;
@@ -37,6 +38,14 @@ pub enum GlobalError {
     /// `spec.auth` or `spec.rateLimits` could not be set up.
     #[error(transparent)]
     Callers(#[from] infergate_control::GatewayError),
+    /// A member's TLS could not be set up (its CA file, its server name).
+    #[error("spec.members[{index}].tls: {reason}")]
+    Tls {
+        /// The member's index.
+        index: usize,
+        /// Why.
+        reason: String,
+    },
     /// A member's token file could not be read.
     #[error("spec.members[{index}].bearerTokenFile {file}: {cause}")]
     Token {
@@ -101,9 +110,9 @@ impl GlobalGateway {
             limits,
             metrics,
         };
-        let mut tokens = Vec::with_capacity(config.members.len());
+        let mut addresses = Vec::with_capacity(config.members.len());
         for (index, m) in config.members.iter().enumerate() {
-            tokens.push(match &m.bearer_token_file {
+            let token = match &m.bearer_token_file {
                 None => None,
                 Some(file) => {
                     Some(
@@ -114,7 +123,18 @@ impl GlobalGateway {
                         })?,
                     )
                 }
-            });
+            };
+            let tls = |endpoint| {
+                connect::MemberTls::for_endpoint(endpoint, &m.tls)
+                    .map_err(|reason| GlobalError::Tls { index, reason })
+            };
+            addresses.push(tier::MemberAddress::new(
+                m,
+                token.map(|t| Arc::from(format!("Bearer {}", t.trim()))),
+                (tls(&m.data)?, tls(&m.admin)?),
+                config.routing.connect_timeout.value,
+                config.status.timeout.value,
+            ));
         }
         let listen = listen.unwrap_or(config.listen.value);
         let admin = admin.unwrap_or(config.admin_listen.value);
@@ -138,7 +158,7 @@ impl GlobalGateway {
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
-        let tier = Arc::new(tier::Tier::new(config, tokens, callers, seed));
+        let tier = Arc::new(tier::Tier::new(config, addresses, callers, seed));
         let mut tasks = JoinSet::new();
         for index in 0..tier.addresses.len() {
             let t = Arc::clone(&tier);
@@ -185,29 +205,22 @@ pub async fn read_members(
     )>,
     Vec<infergate_global_picker::Drift>,
 ) {
-    let client = tier::client(timeout);
-    let reads = config.members.iter().map(|m| {
-        let client = client.clone();
-        async move {
-            let token = match &m.bearer_token_file {
-                None => Ok(None),
-                Some(file) => std::fs::read_to_string(file)
-                    .map(|t| Some(Arc::from(format!("Bearer {}", t.trim()))))
-                    .map_err(|e| format!("bearerTokenFile {file}: {e}")),
-            };
-            let read = match token {
-                Err(e) => Err(e),
-                Ok(authorization) => {
-                    let address = tier::MemberAddress {
-                        data: m.data_authority.clone(),
-                        admin: m.admin_authority.clone(),
-                        authorization,
-                    };
-                    pull::fetch(&client, &address, timeout).await
-                }
-            };
-            (m.name.clone(), read)
-        }
+    let reads = config.members.iter().map(|m| async move {
+        let token = match &m.bearer_token_file {
+            None => Ok(None),
+            Some(file) => std::fs::read_to_string(file)
+                .map(|t| Some(Arc::from(format!("Bearer {}", t.trim()))))
+                .map_err(|e| format!("bearerTokenFile {file}: {e}")),
+        };
+        let read = match (token, connect::MemberTls::for_endpoint(&m.admin, &m.tls)) {
+            (Err(e), _) | (_, Err(e)) => Err(e),
+            (Ok(authorization), Ok(tls)) => {
+                let address =
+                    tier::MemberAddress::new(m, authorization, (None, tls), timeout, timeout);
+                pull::fetch(&address.status_client, &address, timeout).await
+            }
+        };
+        (m.name.clone(), read)
     });
     let read = futures_util::future::join_all(reads).await;
     let drift = infergate_global_picker::drift(

@@ -295,7 +295,7 @@ async fn attempt(
     let first_byte = tier.config.routing.first_byte_timeout.value;
     let started = Instant::now();
     let waited = tokio::select! {
-        r = tokio::time::timeout(first_byte, tier.data_client.request(req)) => Waited::Ended(r),
+        r = tokio::time::timeout(first_byte, tier.addresses[index].data_client.request(req)) => Waited::Ended(r),
         () = lost(tier, index) => Waited::MemberLost,
     };
     let resp = match waited {

@@ -45,9 +45,10 @@ pub(crate) async fn pull_forever(tier: Arc<Tier>, index: usize, seed: u64) {
 
 /// One pull: the document, or why there is none.
 async fn pull_once(tier: &Tier, index: usize) -> Result<MemberStatus, String> {
+    let address = &tier.addresses[index];
     fetch(
-        &tier.status_client,
-        &tier.addresses[index],
+        &address.status_client,
+        address,
         tier.config.status.timeout.value,
     )
     .await

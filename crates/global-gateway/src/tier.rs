@@ -6,7 +6,6 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::Full;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use infergate_config::gateway::ResolvedTenancy;
@@ -18,8 +17,10 @@ use infergate_rng::SplitMix64;
 use infergate_telemetry::global::GlobalMetrics;
 use infergate_telemetry::Metrics;
 
-/// A pooled client sending buffered bodies.
-pub(crate) type MemberClient = Client<HttpConnector, Full<Bytes>>;
+use crate::connect::{MemberConnector, MemberTls};
+
+/// A pooled client of one member endpoint, sending buffered bodies.
+pub(crate) type MemberClient = Client<MemberConnector, Full<Bytes>>;
 
 /// What the table does not hold about a member: where it is and what it is sent.
 #[derive(Debug, Clone)]
@@ -30,6 +31,30 @@ pub(crate) struct MemberAddress {
     pub admin: String,
     /// `Authorization` to send, from its token file.
     pub authorization: Option<Arc<str>>,
+    /// Data-path requests: the connect timeout from the config, TLS when `https`.
+    pub data_client: MemberClient,
+    /// Status pulls: their own pool, so a hung pull never holds a request's connection; a
+    /// pull must fail within its own timeout, connect included.
+    pub status_client: MemberClient,
+}
+
+impl MemberAddress {
+    /// Member `m`'s endpoints with its token and TLS (`tls`: data, admin).
+    pub fn new(
+        m: &infergate_config::global::ResolvedMember,
+        authorization: Option<Arc<str>>,
+        tls: (Option<MemberTls>, Option<MemberTls>),
+        connect_timeout: Duration,
+        status_timeout: Duration,
+    ) -> Self {
+        Self {
+            data: m.data_authority.clone(),
+            admin: m.admin_authority.clone(),
+            authorization,
+            data_client: client(MemberConnector::new(connect_timeout, tls.0)),
+            status_client: client(MemberConnector::new(status_timeout, tls.1)),
+        }
+    }
 }
 
 /// The members and what the decisions last made of them.
@@ -51,10 +76,6 @@ pub(crate) struct Tier {
     pub addresses: Vec<MemberAddress>,
     table: Mutex<Table>,
     origin: Instant,
-    /// Data-path requests: connect timeout from the config.
-    pub data_client: MemberClient,
-    /// Status pulls: their own pool, so a hung pull never holds a request's connection.
-    pub status_client: MemberClient,
     pub metrics: GlobalMetrics,
     /// Callers' tokens verified, when `spec.auth` is set.
     pub auth: Option<Arc<Auth>>,
@@ -76,22 +97,19 @@ pub(crate) struct Callers {
     pub metrics: Arc<Metrics>,
 }
 
-pub(crate) fn client(connect_timeout: Duration) -> MemberClient {
-    let mut c = HttpConnector::new();
-    c.set_nodelay(true);
-    c.set_connect_timeout(Some(connect_timeout));
-    c.set_keepalive(Some(Duration::from_secs(30)));
+pub(crate) fn client(connector: MemberConnector) -> MemberClient {
     let mut b = Client::builder(TokioExecutor::new());
     b.pool_idle_timeout(Duration::from_secs(60))
         .pool_timer(TokioTimer::new());
-    b.build(c)
+    b.build(connector)
 }
 
 impl Tier {
-    /// The tier of `config`, with each member's token read (`tokens[i]` for member `i`).
+    /// The tier of `config`, with each member's token and TLS set up (`links[i]` for member
+    /// `i`).
     pub fn new(
         config: ResolvedGlobal,
-        tokens: Vec<Option<String>>,
+        addresses: Vec<MemberAddress>,
         callers: Callers,
         seed: u64,
     ) -> Self {
@@ -107,19 +125,8 @@ impl Tier {
                 state: MemberState::new(),
             })
             .collect::<Vec<_>>();
-        let addresses = config
-            .members
-            .iter()
-            .zip(tokens)
-            .map(|(m, token)| MemberAddress {
-                data: m.data_authority.clone(),
-                admin: m.admin_authority.clone(),
-                authorization: token.map(|t| Arc::from(format!("Bearer {}", t.trim()))),
-            })
-            .collect();
         let names: Vec<String> = config.members.iter().map(|m| m.name.clone()).collect();
         let n = members.len();
-        let connect = config.routing.connect_timeout.value;
         Self {
             settings,
             addresses,
@@ -129,9 +136,6 @@ impl Tier {
                 rng: SplitMix64::new(seed),
             }),
             origin: Instant::now(),
-            data_client: client(connect),
-            // A pull must fail within its own timeout, connect included.
-            status_client: client(config.status.timeout.value),
             metrics: GlobalMetrics::new(&names),
             auth: callers.auth,
             tenancy: config.tenancy.clone(),

@@ -626,3 +626,68 @@ fn when_redis_dies_a_fail_open_tier_admits_a_fail_closed_one_refuses_and_both_re
     });
     assert!(decisions(closed_admin, "admitted") >= 2.0);
 }
+
+#[test]
+fn a_member_behind_tls_is_reached_with_its_ca_and_refused_without_it() {
+    let dir = TempDir::new("global-tls");
+    let made = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert, made.cert.pem()).unwrap();
+    std::fs::write(&key, made.signing_key.serialize_pem()).unwrap();
+    let (replica, replica_port) = instant_replica("llama");
+    let member_file = dir.path().join("east.yaml");
+    std::fs::write(
+        &member_file,
+        common::one_pool_config(
+            "llama",
+            replica_port,
+            &format!(
+                "  tls: {{certFile: {}, keyFile: {}}}\n",
+                cert.display(),
+                key.display()
+            ),
+            "",
+        ),
+    )
+    .unwrap();
+    let (gateway, member_port, member_admin) = serve_ready(&member_file, |_| {});
+    let _member = (replica, gateway);
+    let tier_config = |tls: &str| {
+        format!(
+            "apiVersion: infergate.dev/v1alpha1\nkind: GlobalGatewayConfig\nspec:\n  members:\n    - {{name: east-a, url: \"https://127.0.0.1:{member_port}\", adminUrl: \"http://127.0.0.1:{member_admin}\", region: east{tls}}}\n"
+        )
+    };
+    // Trusting the member's certificate, checked for the name it carries.
+    let trusted = dir.path().join("trusted.yaml");
+    std::fs::write(
+        &trusted,
+        tier_config(&format!(
+            ", tls: {{caFile: {}, serverName: localhost}}",
+            cert.display()
+        )),
+    )
+    .unwrap();
+    let (_tier, port, _admin) = global_ready(&trusted);
+    let a = post(
+        port,
+        "/v1/chat/completions",
+        &[],
+        &chat("llama"),
+        Duration::from_secs(10),
+    );
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.header("x-infergate-member"), Some("east-a"));
+    // Without the CA (the platform's roots do not hold a self-signed certificate): refused.
+    let untrusted = dir.path().join("untrusted.yaml");
+    std::fs::write(&untrusted, tier_config("")).unwrap();
+    let (_tier, port, _admin) = global_ready(&untrusted);
+    let refused = post(
+        port,
+        "/v1/chat/completions",
+        &[],
+        &chat("llama"),
+        Duration::from_secs(10),
+    );
+    assert_eq!(refused.status, 502, "{}", refused.body);
+    assert!(refused.body.contains("members_failed"), "{}", refused.body);
+}

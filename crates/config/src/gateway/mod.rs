@@ -61,7 +61,7 @@ pub use scheduler::{
     AppProtocol, ConfigMapRef, EngineType, FirstByteTimeout, OutlierDetection, SchedulerKind,
     SchedulerSpec, Weights,
 };
-pub(crate) use selector::is_dns_label;
+pub(crate) use selector::{is_dns_label, is_dns_subdomain};
 pub use selector::{LabelRequirement, LabelSelector, SelectorOperator};
 pub use setting::Setting;
 pub use timeouts::ResolvedTimeouts;

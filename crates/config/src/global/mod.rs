@@ -14,8 +14,8 @@ use serde::Deserialize;
 use crate::gateway::{Auth, GatewayConfigError, GatewayDuration, ObjectMeta, RateLimits, Tenancy};
 
 pub use resolve::{
-    MemberCost, ResolvedGlobal, ResolvedMember, ResolvedOutlier, ResolvedRouting,
-    ResolvedSlowStart, ResolvedStatusPull, ScoreWeights,
+    MemberCost, MemberEndpoint, ResolvedGlobal, ResolvedMember, ResolvedMemberTls, ResolvedOutlier,
+    ResolvedRouting, ResolvedSlowStart, ResolvedStatusPull, ScoreWeights,
 };
 
 /// The only `kind` this file may have.
@@ -101,10 +101,14 @@ pub struct RegionLatency {
 pub struct MemberSpec {
     /// Unique among the members; a DNS label (it is a metric label value).
     pub name: String,
-    /// Its data plane, `http://host:port`.
+    /// Its data plane, `http://host:port` or `https://host:port`.
     pub url: String,
-    /// Its admin listener, `http://host:port`, where `/status/member` is read.
+    /// Its admin listener, `http://host:port` or `https://…`, where `/status/member` is read.
     pub admin_url: String,
+    /// How an `https` URL's certificate is checked (absent: against the platform's trusted
+    /// CAs, for the URL's host name).
+    #[serde(default)]
+    pub tls: Option<MemberTlsSpec>,
     /// Its region.
     pub region: String,
     /// Its zone, informative (shown in status and metrics).
@@ -121,6 +125,18 @@ pub struct MemberSpec {
     /// (replacing the caller's `Authorization`, which the member would not accept).
     #[serde(default)]
     pub bearer_token_file: Option<String>,
+}
+
+/// `spec.members[].tls`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct MemberTlsSpec {
+    /// A PEM file of the CA certificates to trust instead of the platform's.
+    #[serde(default)]
+    pub ca_file: Option<String>,
+    /// The name the certificate must carry, when not the URL's host (an IP address URL, say).
+    #[serde(default)]
+    pub server_name: Option<String>,
 }
 
 /// `spec.members[].cost`: one of the two.

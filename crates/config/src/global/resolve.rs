@@ -33,6 +33,26 @@ impl MemberCost {
     }
 }
 
+/// A member endpoint: where to connect, and whether over TLS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberEndpoint {
+    /// `host:port`.
+    pub authority: String,
+    /// The host alone (the name a TLS certificate is checked for by default).
+    pub host: String,
+    /// `https`.
+    pub tls: bool,
+}
+
+/// How a member's certificates are checked.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ResolvedMemberTls {
+    /// CA certificates to trust instead of the platform's.
+    pub ca_file: Option<String>,
+    /// The name certificates must carry, instead of the URL's host.
+    pub server_name: Option<String>,
+}
+
 /// One member, resolved.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResolvedMember {
@@ -42,6 +62,12 @@ pub struct ResolvedMember {
     pub data_authority: String,
     /// Its admin listener: `host:port`.
     pub admin_authority: String,
+    /// Its data plane.
+    pub data: MemberEndpoint,
+    /// Its admin listener.
+    pub admin: MemberEndpoint,
+    /// How its certificates are checked (read only for an `https` endpoint).
+    pub tls: ResolvedMemberTls,
     /// Its region.
     pub region: String,
     /// Its zone.
@@ -203,17 +229,15 @@ fn listener(
     }
 }
 
-/// `http://host:port` (or `http://host`, port 80), no path: the `host:port` to connect to.
-fn member_url(text: &str) -> Result<String, String> {
-    if text.starts_with("https://") {
-        return Err(format!(
-            "`{text}`: TLS to members is not built yet; reach the member over http:// (inside \
-             a private network or a mesh that encrypts)"
-        ));
-    }
-    let rest = text
-        .strip_prefix("http://")
-        .ok_or_else(|| format!("`{text}` is not an http:// URL"))?;
+/// `http[s]://host[:port]`, no path (port 80 or 443 by default).
+fn member_url(text: &str) -> Result<MemberEndpoint, String> {
+    let (rest, tls) = if let Some(r) = text.strip_prefix("https://") {
+        (r, true)
+    } else if let Some(r) = text.strip_prefix("http://") {
+        (r, false)
+    } else {
+        return Err(format!("`{text}` is not an http:// or https:// URL"));
+    };
     let authority = rest.strip_suffix('/').unwrap_or(rest);
     if authority.contains('/') || authority.contains('?') || authority.contains('@') {
         return Err(format!(
@@ -221,7 +245,15 @@ fn member_url(text: &str) -> Result<String, String> {
         ));
     }
     let address: EndpointAddress = authority.parse().map_err(|e: String| e)?;
-    Ok(address.with_default_port(80))
+    let host = match &address.host {
+        crate::gateway::Host::Ip(ip) => ip.to_string(),
+        crate::gateway::Host::Name(n) => n.clone(),
+    };
+    Ok(MemberEndpoint {
+        authority: address.with_default_port(if tls { 443 } else { 80 }),
+        host,
+        tls,
+    })
 }
 
 fn duration(
@@ -305,14 +337,47 @@ fn member(i: usize, m: &MemberSpec, cost_kind: Option<bool>, p: &mut Problems) -
             ),
         );
     }
-    let data_authority = member_url(&m.url).unwrap_or_else(|e| {
+    let unusable = || MemberEndpoint {
+        authority: String::new(),
+        host: String::new(),
+        tls: false,
+    };
+    let data = member_url(&m.url).unwrap_or_else(|e| {
         p.add(format!("{at}.url"), e);
-        String::new()
+        unusable()
     });
-    let admin_authority = member_url(&m.admin_url).unwrap_or_else(|e| {
+    let admin = member_url(&m.admin_url).unwrap_or_else(|e| {
         p.add(format!("{at}.adminUrl"), e);
-        String::new()
+        unusable()
     });
+    let tls = match &m.tls {
+        None => ResolvedMemberTls::default(),
+        Some(t) => {
+            if !data.tls && !admin.tls {
+                p.add(
+                    format!("{at}.tls"),
+                    "neither url nor adminUrl is https://: there is no TLS to configure",
+                );
+            }
+            if t.ca_file.as_deref().is_some_and(str::is_empty) {
+                p.add(format!("{at}.tls.caFile"), "must name a file");
+            }
+            if let Some(name) = &t.server_name {
+                if name.parse::<std::net::IpAddr>().is_err()
+                    && !crate::gateway::is_dns_subdomain(name)
+                {
+                    p.add(
+                        format!("{at}.tls.serverName"),
+                        format!("`{name}` is neither a DNS name nor an IP address"),
+                    );
+                }
+            }
+            ResolvedMemberTls {
+                ca_file: t.ca_file.clone(),
+                server_name: t.server_name.clone(),
+            }
+        }
+    };
     if m.region.trim().is_empty() {
         p.add(format!("{at}.region"), "must name a region");
     }
@@ -372,8 +437,11 @@ fn member(i: usize, m: &MemberSpec, cost_kind: Option<bool>, p: &mut Problems) -
     }
     ResolvedMember {
         name: m.name.clone(),
-        data_authority,
-        admin_authority,
+        data_authority: data.authority.clone(),
+        admin_authority: admin.authority.clone(),
+        data,
+        admin,
+        tls,
         region: m.region.clone(),
         zone: m.zone.clone(),
         cost,

@@ -83,7 +83,7 @@ apiVersion: infergate.dev/v1alpha1
 kind: GlobalGatewayConfig
 spec:
   members:
-    - {name: Bad_Name, url: "https://a:1", adminUrl: "http://a:2/path", region: ""}
+    - {name: Bad_Name, url: "https://a:1/v1", adminUrl: "http://a:2/path", region: ""}
     - {name: b, url: "http://b:1", adminUrl: "http://b:2", region: r, cost: {perGpuHour: 2.0}, weight: 0}
     - {name: b, url: "ftp://c", adminUrl: "http://c:2", region: r, cost: {tier: 1}}
     - {name: d, url: "http://d:1", adminUrl: "http://d:2", region: r}
@@ -178,5 +178,43 @@ fn callers_sections_follow_the_cluster_tiers_rules() {
         fields,
         ["spec.tenancy.tenant.claim", "spec.rateLimits.store"],
         "{e:?}"
+    );
+}
+
+#[test]
+fn https_members_take_443_and_their_tls_settings_are_checked() {
+    let g = load_global_from_str(
+        r#"
+apiVersion: infergate.dev/v1alpha1
+kind: GlobalGatewayConfig
+spec:
+  members:
+    - {name: a, url: "https://gw.example", adminUrl: "http://gw.example:9090", region: r, tls: {caFile: /etc/ca.pem, serverName: gw.internal}}
+"#,
+    )
+    .expect("loads");
+    let m = &g.members[0];
+    assert_eq!(m.data.authority, "gw.example:443");
+    assert!(m.data.tls && !m.admin.tls);
+    assert_eq!(m.data.host, "gw.example");
+    assert_eq!(m.tls.server_name.as_deref(), Some("gw.internal"));
+    let e = errors_of(
+        r#"
+apiVersion: infergate.dev/v1alpha1
+kind: GlobalGatewayConfig
+spec:
+  members:
+    - {name: a, url: "http://a", adminUrl: "http://a:2", region: r, tls: {caFile: ""}}
+    - {name: b, url: "https://b", adminUrl: "http://b:2", region: r, tls: {serverName: "not a name"}}
+"#,
+    );
+    let fields: Vec<&str> = e.iter().map(|(f, _)| f.as_str()).collect();
+    assert_eq!(
+        fields,
+        [
+            "spec.members[0].tls",
+            "spec.members[0].tls.caFile",
+            "spec.members[1].tls.serverName"
+        ]
     );
 }
