@@ -141,6 +141,13 @@ impl Netns {
 
 impl Drop for Netns {
     fn drop(&mut self) {
+        // Whatever still runs inside goes with it (through sudo, a killed child may leave its
+        // own child behind).
+        if let Ok(out) = as_root("ip").args(["netns", "pids", &self.name]).output() {
+            for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+                let _ = as_root("kill").args(["-9", pid]).output();
+            }
+        }
         let _ = as_root("ip").args(["link", "del", &self.host_if]).output();
         let _ = as_root("ip").args(["netns", "del", &self.name]).output();
     }
