@@ -64,13 +64,13 @@ pub(crate) fn json_response(status: StatusCode, value: &serde_json::Value) -> Re
 /// Answers one data-plane request.
 pub(crate) async fn handle(tier: Arc<Tier>, req: Request<Incoming>) -> Response<ProxyBody> {
     let started = Instant::now();
-    let resp = route(&tier, req).await;
+    let resp = route(&tier, req, started).await;
     tier.metrics
         .answered(resp.status().as_u16(), started.elapsed());
     resp
 }
 
-async fn route(tier: &Arc<Tier>, req: Request<Incoming>) -> Response<ProxyBody> {
+async fn route(tier: &Arc<Tier>, req: Request<Incoming>, arrived: Instant) -> Response<ProxyBody> {
     if req.method() == Method::GET && req.uri().path() == "/v1/models" {
         return models(tier);
     }
@@ -161,7 +161,7 @@ async fn route(tier: &Arc<Tier>, req: Request<Incoming>) -> Response<ProxyBody> 
             tier.metrics.failover(previous);
         }
         tried.push(r.member);
-        match attempt(tier, &r, &parts, &body, &mut ticket).await {
+        match attempt(tier, &r, &parts, &body, &mut ticket, arrived).await {
             Attempt::Answered(resp) => return resp,
             Attempt::Failed(why) => last_failure = why,
         }
@@ -283,6 +283,7 @@ async fn attempt(
     parts: &hyper::http::request::Parts,
     body: &Bytes,
     ticket: &mut Option<LimitTicket>,
+    arrived: Instant,
 ) -> Attempt {
     let index = r.member;
     let name = tier.config.members[index].name.clone();
@@ -367,6 +368,8 @@ async fn attempt(
         usage: UsageTap::for_content_type(content_type.as_deref()),
         ticket: ticket.take(),
         failed: status.as_u16() >= 400,
+        // Only a successful answer's first chunk is a first token.
+        arrived: status.is_success().then_some(arrived),
         tier: Arc::clone(tier),
         member: index,
         check: Box::pin(tokio::time::sleep(LOST_CHECK)),
@@ -422,6 +425,8 @@ struct Guarded {
     ticket: Option<LimitTicket>,
     /// The member answered with an error status: its tokens are refunded.
     failed: bool,
+    /// When the request arrived, until its first chunk is counted (then `None`).
+    arrived: Option<Instant>,
     _flight: Flight,
 }
 
@@ -500,6 +505,11 @@ impl Body for Guarded {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {
                     self.usage.feed(data);
+                    if let Some(arrived) = self.arrived.take() {
+                        self.tier
+                            .metrics
+                            .first_token(self.member, arrived.elapsed());
+                    }
                 }
                 Poll::Ready(Some(Ok(frame)))
             }

@@ -442,6 +442,21 @@ const GLOBAL: Dashboard = Dashboard {
             title: "The fleet as callers see it",
             panels: &[
                 Panel {
+                    title: "P99 time to first token",
+                    description: "From a request's arrival at the tier to the first chunk of its answer (a stream's first event), over every member, and per member.",
+                    unit: "s",
+                    queries: &[
+                        Query {
+                            expr: r#"histogram_quantile(0.99, sum by (le) (rate(infergate_global_time_to_first_token_seconds_bucket[$__rate_interval])))"#,
+                            legend: "fleet",
+                        },
+                        Query {
+                            expr: r#"histogram_quantile(0.99, sum by (le, member) (rate(infergate_global_time_to_first_token_seconds_bucket{member=~"$member"}[$__rate_interval])))"#,
+                            legend: "{{member}}",
+                        },
+                    ],
+                },
+                Panel {
                     title: "P99 time to a member's first byte",
                     description: "From sending an attempt to the member's response headers, over every member, and per member.",
                     unit: "s",

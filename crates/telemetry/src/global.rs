@@ -86,6 +86,7 @@ pub struct GlobalMetrics {
     ejections: Family<MemberLabel, Counter>,
     pull_failures: Family<MemberLabel, Counter>,
     first_byte: Family<MemberLabel, Histogram, Buckets>,
+    ttft: Family<MemberLabel, Histogram, Buckets>,
     requests: Family<CodeLabel, Counter>,
     duration: Histogram,
     drift: Family<ModelLabel, Gauge>,
@@ -108,6 +109,7 @@ impl GlobalMetrics {
             ejections: Family::default(),
             pull_failures: Family::default(),
             first_byte: Family::new_with_constructor(LATENCY),
+            ttft: Family::new_with_constructor(LATENCY),
             requests: Family::default(),
             duration: LATENCY.histogram(),
             drift: Family::default(),
@@ -165,6 +167,11 @@ impl GlobalMetrics {
             "member_first_byte_seconds",
             "Time from sending an attempt to the member's response headers",
             m.first_byte.clone(),
+        );
+        r.register(
+            "time_to_first_token_seconds",
+            "Time from a request's arrival at the tier to the first chunk of its answer's body (a stream's first event), by the member that answered",
+            m.ttft.clone(),
         );
         r.register(
             "requests",
@@ -236,6 +243,13 @@ impl GlobalMetrics {
             self.first_byte
                 .get_or_create(&l)
                 .observe(after.as_secs_f64());
+        }
+    }
+
+    /// The first chunk of member `index`'s answer reached the tier `after` the request arrived.
+    pub fn first_token(&self, index: usize, after: Duration) {
+        if let Some(l) = self.label(index) {
+            self.ttft.get_or_create(&l).observe(after.as_secs_f64());
         }
     }
 
