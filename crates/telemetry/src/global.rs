@@ -14,6 +14,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
+use std::sync::OnceLock;
 
 use crate::catalog::{FamilyInfo, Registrar};
 use crate::metrics::{Buckets, LATENCY};
@@ -73,10 +74,25 @@ pub const SCORE_PARTS: [&str; 5] = [
     "error_rate",
 ];
 
+/// One member's series the request path writes, taken from their families once, so a request
+/// neither builds a label nor looks a series up. The histograms' series appear at their first
+/// observation, as a family's would.
+#[derive(Debug)]
+struct MemberSeries {
+    sent: Counter,
+    failovers: Counter,
+    ejections: Counter,
+    pull_failures: Counter,
+    label: MemberLabel,
+    first_byte: OnceLock<Histogram>,
+    ttft: OnceLock<Histogram>,
+}
+
 /// The global tier's families.
 #[derive(Debug)]
 pub struct GlobalMetrics {
-    names: Vec<String>,
+    /// Member `i`'s series, by its index in the config.
+    members: Vec<MemberSeries>,
     up: Family<MemberLabel, Gauge>,
     status_age: Family<MemberLabel, FloatGauge>,
     ramp_weight: Family<MemberLabel, FloatGauge>,
@@ -99,7 +115,7 @@ impl GlobalMetrics {
     /// never sent anything still shows 0 rather than nothing).
     pub fn new(members: &[String]) -> Self {
         let mut m = Self {
-            names: members.to_vec(),
+            members: Vec::new(),
             up: Family::default(),
             status_age: Family::default(),
             ramp_weight: Family::default(),
@@ -188,68 +204,72 @@ impl GlobalMetrics {
             "Per model the members serve: 1 when they define it differently (models, adapters or routing), else 0",
             m.drift.clone(),
         );
-        for name in members {
-            let l = MemberLabel {
-                member: name.clone(),
-            };
-            let _ = m.up.get_or_create(&l);
-            let _ = m.sent.get_or_create(&l);
-            let _ = m.failovers.get_or_create(&l);
-            let _ = m.ejections.get_or_create(&l);
-            let _ = m.pull_failures.get_or_create(&l);
-        }
+        m.members = members
+            .iter()
+            .map(|name| {
+                let label = MemberLabel {
+                    member: name.clone(),
+                };
+                let _ = m.up.get_or_create(&label);
+                MemberSeries {
+                    sent: m.sent.get_or_create(&label).clone(),
+                    failovers: m.failovers.get_or_create(&label).clone(),
+                    ejections: m.ejections.get_or_create(&label).clone(),
+                    pull_failures: m.pull_failures.get_or_create(&label).clone(),
+                    label,
+                    first_byte: OnceLock::new(),
+                    ttft: OnceLock::new(),
+                }
+            })
+            .collect();
         m.registry = root;
         m.catalog = catalog;
         m
     }
 
-    fn label(&self, index: usize) -> Option<MemberLabel> {
-        self.names
-            .get(index)
-            .map(|n| MemberLabel { member: n.clone() })
-    }
-
     /// An attempt was sent to member `index`.
     pub fn sent(&self, index: usize) {
-        if let Some(l) = self.label(index) {
-            self.sent.get_or_create(&l).inc();
+        if let Some(m) = self.members.get(index) {
+            m.sent.inc();
         }
     }
 
     /// An attempt at member `index` failed and the request moved on.
     pub fn failover(&self, index: usize) {
-        if let Some(l) = self.label(index) {
-            self.failovers.get_or_create(&l).inc();
+        if let Some(m) = self.members.get(index) {
+            m.failovers.inc();
         }
     }
 
     /// Member `index` was ejected.
     pub fn ejected(&self, index: usize) {
-        if let Some(l) = self.label(index) {
-            self.ejections.get_or_create(&l).inc();
+        if let Some(m) = self.members.get(index) {
+            m.ejections.inc();
         }
     }
 
     /// A status pull of member `index` failed.
     pub fn status_pull_failed(&self, index: usize) {
-        if let Some(l) = self.label(index) {
-            self.pull_failures.get_or_create(&l).inc();
+        if let Some(m) = self.members.get(index) {
+            m.pull_failures.inc();
         }
     }
 
     /// Member `index`'s response headers came `after` the attempt was sent.
     pub fn first_byte(&self, index: usize, after: Duration) {
-        if let Some(l) = self.label(index) {
-            self.first_byte
-                .get_or_create(&l)
+        if let Some(m) = self.members.get(index) {
+            m.first_byte
+                .get_or_init(|| self.first_byte.get_or_create(&m.label).clone())
                 .observe(after.as_secs_f64());
         }
     }
 
     /// The first chunk of member `index`'s answer reached the tier `after` the request arrived.
     pub fn first_token(&self, index: usize, after: Duration) {
-        if let Some(l) = self.label(index) {
-            self.ttft.get_or_create(&l).observe(after.as_secs_f64());
+        if let Some(m) = self.members.get(index) {
+            m.ttft
+                .get_or_init(|| self.ttft.get_or_create(&m.label).clone())
+                .observe(after.as_secs_f64());
         }
     }
 
@@ -265,14 +285,14 @@ impl GlobalMetrics {
 
     /// Sets member `index`'s gauges (the front calls this for each member before encoding).
     pub fn set_member(&self, index: usize, g: MemberGauges) {
-        let Some(l) = self.label(index) else {
+        let Some(l) = self.members.get(index).map(|m| &m.label) else {
             return;
         };
-        self.up.get_or_create(&l).set(i64::from(g.up));
+        self.up.get_or_create(l).set(i64::from(g.up));
         if let Some(age) = g.status_age {
-            self.status_age.get_or_create(&l).set(age.as_secs_f64());
+            self.status_age.get_or_create(l).set(age.as_secs_f64());
         }
-        self.ramp_weight.get_or_create(&l).set(g.ramp_weight);
+        self.ramp_weight.get_or_create(l).set(g.ramp_weight);
         if let Some(parts) = g.score {
             for (part, v) in SCORE_PARTS.iter().zip(parts) {
                 self.score
