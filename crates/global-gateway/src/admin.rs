@@ -3,39 +3,20 @@
 
 use std::sync::Arc;
 
-use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
 use infergate_global_picker::Availability;
 use infergate_telemetry::global::MemberGauges;
 
-use crate::proxy::{json_response, ProxyBody};
-use crate::tier::Tier;
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-
-fn text(status: StatusCode, body: String, content_type: &'static str) -> Response<ProxyBody> {
-    let mut r = Response::new(
-        Full::new(Bytes::from(body))
-            .map_err(|never| match never {})
-            .boxed(),
-    );
-    *r.status_mut() = status;
-    r.headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
-    r
-}
+use crate::proxy::{json_response, own_body, ProxyBody};
+use crate::tier::{Table, Tier};
 
 /// Answers one admin request.
 pub(crate) fn handle<B>(tier: &Arc<Tier>, req: &Request<B>) -> Response<ProxyBody> {
     if req.method() != Method::GET {
-        return text(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "GET only\n".into(),
-            "text/plain",
-        );
+        return own_body(StatusCode::METHOD_NOT_ALLOWED, "GET only\n", "text/plain");
     }
     match req.uri().path() {
-        "/healthz" => text(StatusCode::OK, "ok\n".into(), "text/plain"),
+        "/healthz" => own_body(StatusCode::OK, "ok\n", "text/plain"),
         "/readyz" => {
             let now = tier.now();
             let ready = tier
@@ -44,25 +25,25 @@ pub(crate) fn handle<B>(tier: &Arc<Tier>, req: &Request<B>) -> Response<ProxyBod
                 .iter()
                 .any(|m| m.state.availability(now) == Availability::Available);
             if ready {
-                text(StatusCode::OK, "ready\n".into(), "text/plain")
+                own_body(StatusCode::OK, "ready\n", "text/plain")
             } else {
-                text(
+                own_body(
                     StatusCode::SERVICE_UNAVAILABLE,
-                    "no member gateway is available yet\n".into(),
+                    "no member gateway is available yet\n",
                     "text/plain",
                 )
             }
         }
         "/metrics" => {
             refresh_gauges(tier);
-            text(
+            own_body(
                 StatusCode::OK,
                 exposition(tier),
                 "application/openmetrics-text; version=1.0.0; charset=utf-8",
             )
         }
         "/status/global" => json_response(StatusCode::OK, &status(tier)),
-        _ => text(StatusCode::NOT_FOUND, "not found\n".into(), "text/plain"),
+        _ => own_body(StatusCode::NOT_FOUND, "not found\n", "text/plain"),
     }
 }
 
@@ -104,8 +85,7 @@ fn availability_name(a: Availability) -> &'static str {
 
 /// The drift among the members' last statuses (stale ones included: a definition does not
 /// go stale).
-fn current_drift(tier: &Tier) -> Vec<infergate_global_picker::Drift> {
-    let table = tier.table();
+fn current_drift(table: &Table) -> Vec<infergate_global_picker::Drift> {
     infergate_global_picker::drift(
         table
             .members
@@ -115,9 +95,9 @@ fn current_drift(tier: &Tier) -> Vec<infergate_global_picker::Drift> {
 }
 
 fn refresh_gauges(tier: &Tier) {
-    let drift = current_drift(tier);
     let now = tier.now();
     let table = tier.table();
+    let drift = current_drift(&table);
     let served: std::collections::BTreeSet<&str> = table
         .members
         .iter()
@@ -184,8 +164,7 @@ fn status(tier: &Tier) -> serde_json::Value {
             })
         })
         .collect();
-    drop(table);
-    let drift: Vec<serde_json::Value> = current_drift(tier)
+    let drift: Vec<serde_json::Value> = current_drift(&table)
         .iter()
         .map(|d| {
             serde_json::json!({

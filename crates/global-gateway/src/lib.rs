@@ -112,25 +112,18 @@ impl GlobalGateway {
         };
         let mut addresses = Vec::with_capacity(config.members.len());
         for (index, m) in config.members.iter().enumerate() {
-            let token = match &m.bearer_token_file {
-                None => None,
-                Some(file) => {
-                    Some(
-                        std::fs::read_to_string(file).map_err(|cause| GlobalError::Token {
-                            index,
-                            file: file.clone(),
-                            cause,
-                        })?,
-                    )
-                }
-            };
+            let authorization = tier::authorization(m).map_err(|cause| GlobalError::Token {
+                index,
+                file: m.bearer_token_file.clone().unwrap_or_default(),
+                cause,
+            })?;
             let tls = |endpoint| {
                 connect::MemberTls::for_endpoint(endpoint, &m.tls)
                     .map_err(|reason| GlobalError::Tls { index, reason })
             };
             addresses.push(tier::MemberAddress::new(
                 m,
-                token.map(|t| Arc::from(format!("Bearer {}", t.trim()))),
+                authorization,
                 (tls(&m.data)?, tls(&m.admin)?),
                 config.routing.connect_timeout.value,
                 config.status.timeout.value,
@@ -206,12 +199,12 @@ pub async fn read_members(
     Vec<infergate_global_picker::Drift>,
 ) {
     let reads = config.members.iter().map(|m| async move {
-        let token = match &m.bearer_token_file {
-            None => Ok(None),
-            Some(file) => std::fs::read_to_string(file)
-                .map(|t| Some(Arc::from(format!("Bearer {}", t.trim()))))
-                .map_err(|e| format!("bearerTokenFile {file}: {e}")),
-        };
+        let token = tier::authorization(m).map_err(|e| {
+            format!(
+                "bearerTokenFile {}: {e}",
+                m.bearer_token_file.as_deref().unwrap_or_default()
+            )
+        });
         let read = match (token, connect::MemberTls::for_endpoint(&m.admin, &m.tls)) {
             (Err(e), _) | (_, Err(e)) => Err(e),
             (Ok(authorization), Ok(tls)) => {

@@ -49,16 +49,25 @@ fn own(e: ApiError) -> Response<ProxyBody> {
         .map(|b| Full::new(b).map_err(|never| match never {}).boxed())
 }
 
-pub(crate) fn json_response(status: StatusCode, value: &serde_json::Value) -> Response<ProxyBody> {
+/// The tier's own answer: `body` with `status` and `content_type`.
+pub(crate) fn own_body(
+    status: StatusCode,
+    body: impl Into<Bytes>,
+    content_type: &'static str,
+) -> Response<ProxyBody> {
     let mut r = Response::new(
-        Full::new(Bytes::from(value.to_string()))
+        Full::new(body.into())
             .map_err(|never| match never {})
             .boxed(),
     );
     *r.status_mut() = status;
     r.headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     r
+}
+
+pub(crate) fn json_response(status: StatusCode, value: &serde_json::Value) -> Response<ProxyBody> {
+    own_body(status, value.to_string(), "application/json")
 }
 
 /// Answers one data-plane request.
@@ -96,8 +105,11 @@ async fn route(tier: &Arc<Tier>, req: Request<Incoming>, arrived: Instant) -> Re
         Err(e) => return own(e),
     };
     // The tenant's limits, shared with every replica of the tier through the store.
-    let identity =
-        infergate_pipeline::identity::identity(&tier.tenancy, token.as_ref(), &parts.headers);
+    let identity = infergate_pipeline::identity::identity(
+        &tier.config.tenancy,
+        token.as_ref(),
+        &parts.headers,
+    );
     let prompt_tokens = (parsed.prompt.get(&body).len() as u64)
         .div_ceil(infergate_pipeline::features::BYTES_PER_TOKEN);
     let charge = infergate_pipeline::limit::Charge {
@@ -286,7 +298,7 @@ async fn attempt(
     arrived: Instant,
 ) -> Attempt {
     let index = r.member;
-    let name = tier.config.members[index].name.clone();
+    let name = tier.config.members[index].name.as_str();
     let req = match member_request(tier, index, parts, body) {
         Ok(req) => req,
         Err(e) => return Attempt::Failed(e),
@@ -309,7 +321,7 @@ async fn attempt(
         }
         Waited::Ended(Err(_)) => {
             record(tier, index, AttemptOutcome::Failed);
-            return Attempt::Answered(own(ApiError::member_timeout(&name, first_byte)));
+            return Attempt::Answered(own(ApiError::member_timeout(name, first_byte)));
         }
         Waited::Ended(Ok(Err(e))) => {
             record(tier, index, AttemptOutcome::Failed);
@@ -353,7 +365,7 @@ async fn attempt(
         // The error event a broken stream ends with would overrun a declared length.
         head.headers.remove(CONTENT_LENGTH);
     }
-    if let Ok(v) = HeaderValue::from_str(&name) {
+    if let Ok(v) = HeaderValue::from_str(name) {
         head.headers.insert(MEMBER_HEADER, v);
     }
     let content_type = head

@@ -8,7 +8,6 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
-use infergate_config::gateway::ResolvedTenancy;
 use infergate_config::global::{MemberCost, ResolvedGlobal};
 use infergate_control::keys::Auth;
 use infergate_control::limits::RateLimits;
@@ -38,6 +37,18 @@ pub(crate) struct MemberAddress {
     pub status_client: MemberClient,
 }
 
+/// The `Authorization` sent to member `m`: `Bearer` and its token file's content, read now;
+/// `None` without a token file.
+pub(crate) fn authorization(
+    m: &infergate_config::global::ResolvedMember,
+) -> std::io::Result<Option<Arc<str>>> {
+    let Some(file) = &m.bearer_token_file else {
+        return Ok(None);
+    };
+    let token = std::fs::read_to_string(file)?;
+    Ok(Some(Arc::from(format!("Bearer {}", token.trim()))))
+}
+
 impl MemberAddress {
     /// Member `m`'s endpoints with its token and TLS (`tls`: data, admin).
     pub fn new(
@@ -48,8 +59,8 @@ impl MemberAddress {
         status_timeout: Duration,
     ) -> Self {
         Self {
-            data: m.data_authority.clone(),
-            admin: m.admin_authority.clone(),
+            data: m.data.authority.clone(),
+            admin: m.admin.authority.clone(),
             authorization,
             data_client: client(MemberConnector::new(connect_timeout, tls.0)),
             status_client: client(MemberConnector::new(status_timeout, tls.1)),
@@ -79,8 +90,6 @@ pub(crate) struct Tier {
     pub metrics: GlobalMetrics,
     /// Callers' tokens verified, when `spec.auth` is set.
     pub auth: Option<Arc<Auth>>,
-    /// Where a request's tenant and band come from.
-    pub tenancy: ResolvedTenancy,
     /// Per-tenant limits, when `spec.rateLimits` is set.
     pub limits: Option<Arc<RateLimits>>,
     /// The cluster tier's families, of which the tier feeds (and exports) only the auth,
@@ -105,7 +114,7 @@ pub(crate) fn client(connector: MemberConnector) -> MemberClient {
 }
 
 impl Tier {
-    /// The tier of `config`, with each member's token and TLS set up (`links[i]` for member
+    /// The tier of `config`, with each member's token and TLS set up (`addresses[i]` for member
     /// `i`).
     pub fn new(
         config: ResolvedGlobal,
@@ -138,7 +147,6 @@ impl Tier {
             origin: Instant::now(),
             metrics: GlobalMetrics::new(&names),
             auth: callers.auth,
-            tenancy: config.tenancy.clone(),
             limits: callers.limits,
             cluster_metrics: callers.metrics,
             config,

@@ -80,7 +80,7 @@ impl MemberState {
             .as_ref()
             .is_none_or(|last| last.sequence != doc.sequence);
         if !advanced {
-            self.on_miss(s);
+            self.on_pull_failed(s);
             return;
         }
         self.misses = 0;
@@ -100,12 +100,9 @@ impl MemberState {
         self.in_flight_since_status = 0;
     }
 
-    /// A pull failed (refused, timed out, unreadable) at `now`.
+    /// A pull missed: it failed (refused, timed out, unreadable), or its sequence did not
+    /// change.
     pub fn on_pull_failed(&mut self, s: &TierSettings) {
-        self.on_miss(s);
-    }
-
-    fn on_miss(&mut self, s: &TierSettings) {
         self.good_streak = 0;
         self.misses = self.misses.saturating_add(1);
         if self.misses >= s.misses_before_stale {

@@ -1,9 +1,8 @@
 //! The settings the decisions read, taken once from the resolved config.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use infergate_config::global::{ResolvedGlobal, ScoreWeights};
+use infergate_config::global::{RegionLatencies, ResolvedGlobal, ScoreWeights};
 use infergate_picker::OutlierPolicy;
 
 /// What the tier's decisions need from its config.
@@ -27,10 +26,8 @@ pub struct TierSettings {
     pub outlier: OutlierPolicy,
     /// The region a caller that names none is in.
     pub home_region: Option<String>,
-    /// Round trips between pairs of regions (smaller name first).
-    pub region_latencies: BTreeMap<(String, String), Duration>,
-    /// The largest configured round trip: proximity is measured against it.
-    pub farthest: Option<Duration>,
+    /// Round trips between pairs of regions; proximity is measured against the farthest.
+    pub region_latencies: RegionLatencies,
 }
 
 impl TierSettings {
@@ -56,7 +53,6 @@ impl TierSettings {
             },
             home_region: g.region.clone(),
             region_latencies: g.region_latencies.clone(),
-            farthest: g.region_latencies.values().max().copied(),
         }
     }
 
@@ -71,15 +67,13 @@ impl TierSettings {
         if caller == member_region {
             return 1.0;
         }
-        let Some(farthest) = self.farthest.filter(|f| !f.is_zero()) else {
+        let Some(farthest) = self.region_latencies.farthest().filter(|f| !f.is_zero()) else {
             return 0.0;
         };
-        let key = if caller <= member_region {
-            (caller.to_string(), member_region.to_string())
-        } else {
-            (member_region.to_string(), caller.to_string())
-        };
-        let rtt = self.region_latencies.get(&key).copied().unwrap_or(farthest);
+        let rtt = self
+            .region_latencies
+            .between(caller, member_region)
+            .unwrap_or(farthest);
         (1.0 - rtt.as_secs_f64() / farthest.as_secs_f64()).clamp(0.0, 1.0)
     }
 }

@@ -14,8 +14,8 @@ use serde::Deserialize;
 use crate::gateway::{Auth, GatewayConfigError, GatewayDuration, ObjectMeta, RateLimits, Tenancy};
 
 pub use resolve::{
-    MemberCost, MemberEndpoint, ResolvedGlobal, ResolvedMember, ResolvedMemberTls, ResolvedOutlier,
-    ResolvedRouting, ResolvedSlowStart, ResolvedStatusPull, ScoreWeights,
+    MemberCost, MemberEndpoint, RegionLatencies, ResolvedGlobal, ResolvedMember, ResolvedMemberTls,
+    ResolvedOutlier, ResolvedRouting, ResolvedSlowStart, ResolvedStatusPull, ScoreWeights,
 };
 
 /// The only `kind` this file may have.

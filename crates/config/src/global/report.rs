@@ -37,11 +37,11 @@ impl Display for ResolvedGlobal {
                 .unwrap_or("(none: callers without the header are near no member)"),
         )?;
         row(f, "region header", &self.region_header)?;
-        for ((a, b), l) in &self.region_latencies {
+        for (a, b, l) in self.region_latencies.iter() {
             row(
                 f,
                 "region latency",
-                format!("{a} <-> {b}: {}", GatewayDuration::from_duration(*l)),
+                format!("{a} <-> {b}: {}", GatewayDuration::from_duration(l)),
             )?;
         }
         writeln!(f)?;
@@ -67,7 +67,7 @@ impl Display for ResolvedGlobal {
                 &m.name,
                 format!(
                     "data {} admin {} region {}{zone}, weight {}{cost}{token}",
-                    m.data_authority, m.admin_authority, m.region, m.weight
+                    m.data.authority, m.admin.authority, m.region, m.weight
                 ),
             )?;
         }

@@ -58,10 +58,6 @@ pub struct ResolvedMemberTls {
 pub struct ResolvedMember {
     /// Its name.
     pub name: String,
-    /// Its data plane: `host:port` to connect to.
-    pub data_authority: String,
-    /// Its admin listener: `host:port`.
-    pub admin_authority: String,
     /// Its data plane.
     pub data: MemberEndpoint,
     /// Its admin listener.
@@ -156,8 +152,8 @@ pub struct ResolvedGlobal {
     pub region: Option<String>,
     /// The caller's-region header, lower case.
     pub region_header: Setting<String>,
-    /// Round trips between pairs of regions, each pair stored once with the smaller name first.
-    pub region_latencies: BTreeMap<(String, String), Duration>,
+    /// Round trips between pairs of regions.
+    pub region_latencies: RegionLatencies,
     /// The members, in the file's order. Invariant: at least one; names unique.
     pub members: Vec<ResolvedMember>,
     /// Status pulls.
@@ -176,21 +172,44 @@ pub struct ResolvedGlobal {
     pub rate_limits: Option<ResolvedRateLimits>,
 }
 
-impl ResolvedGlobal {
+/// `spec.regionLatencies`: round trips between pairs of regions, either order.
+///
+/// Invariant: each pair is stored once, the smaller name first.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RegionLatencies(BTreeMap<(String, String), Duration>);
+
+impl RegionLatencies {
+    fn pair(a: &str, b: &str) -> (String, String) {
+        if a <= b {
+            (a.to_string(), b.to_string())
+        } else {
+            (b.to_string(), a.to_string())
+        }
+    }
+
+    /// Records the round trip between `a` and `b`; false when the pair was already there.
+    fn insert(&mut self, a: &str, b: &str, latency: Duration) -> bool {
+        self.0.insert(Self::pair(a, b), latency).is_none()
+    }
+
     /// The round trip between two regions, if configured (zero within one region).
-    pub fn latency_between(&self, a: &str, b: &str) -> Option<Duration> {
+    pub fn between(&self, a: &str, b: &str) -> Option<Duration> {
         if a == b {
             return Some(Duration::ZERO);
         }
-        self.region_latencies.get(&region_pair(a, b)).copied()
+        self.0.get(&Self::pair(a, b)).copied()
     }
-}
 
-fn region_pair(a: &str, b: &str) -> (String, String) {
-    if a <= b {
-        (a.to_string(), b.to_string())
-    } else {
-        (b.to_string(), a.to_string())
+    /// The largest round trip configured.
+    pub fn farthest(&self) -> Option<Duration> {
+        self.0.values().max().copied()
+    }
+
+    /// Every pair and its round trip, the smaller name first.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str, Duration)> {
+        self.0
+            .iter()
+            .map(|((a, b), l)| (a.as_str(), b.as_str(), *l))
     }
 }
 
@@ -437,8 +456,6 @@ fn member(i: usize, m: &MemberSpec, cost_kind: Option<bool>, p: &mut Problems) -
     }
     ResolvedMember {
         name: m.name.clone(),
-        data_authority: data.authority.clone(),
-        admin_authority: admin.authority.clone(),
         data,
         admin,
         tls,
@@ -517,7 +534,7 @@ pub(super) fn resolve(c: &GlobalGatewayConfig) -> Result<ResolvedGlobal, Gateway
         .map(|m| m.region.as_str())
         .chain(s.region.as_deref())
         .collect();
-    let mut region_latencies = BTreeMap::new();
+    let mut region_latencies = RegionLatencies::default();
     for (i, l) in s.region_latencies.iter().enumerate() {
         for (side, r) in [("from", &l.from), ("to", &l.to)] {
             if !regions.contains(r.as_str()) {
@@ -533,10 +550,7 @@ pub(super) fn resolve(c: &GlobalGatewayConfig) -> Result<ResolvedGlobal, Gateway
                 "a region's latency to itself is zero; name two regions",
             );
         }
-        if region_latencies
-            .insert(region_pair(&l.from, &l.to), l.latency.get())
-            .is_some()
-        {
+        if !region_latencies.insert(&l.from, &l.to, l.latency.get()) {
             p.add(
                 format!("spec.regionLatencies[{i}]"),
                 format!("{} and {} are listed twice", l.from, l.to),

@@ -27,9 +27,9 @@ fn with_spec(extra: &str) -> String {
 fn minimal_config_takes_every_default() {
     let g = load_global_from_str(MINIMAL).expect("loads");
     assert_eq!(g.members.len(), 2);
-    assert_eq!(g.members[0].data_authority, "10.0.0.1:8080");
-    assert_eq!(g.members[1].data_authority, "10.1.0.1:80");
-    assert_eq!(g.members[1].admin_authority, "10.1.0.1:9090");
+    assert_eq!(g.members[0].data.authority, "10.0.0.1:8080");
+    assert_eq!(g.members[1].data.authority, "10.1.0.1:80");
+    assert_eq!(g.members[1].admin.authority, "10.1.0.1:9090");
     assert!(g.routing.weights.is_default);
     let w = g.routing.weights.value;
     let sum = w.kv_headroom + w.queue_depth + w.region_proximity + w.error_rate;
@@ -39,10 +39,10 @@ fn minimal_config_takes_every_default() {
     assert_eq!(g.slow_start.min_weight.value, 0.1);
     assert_eq!(g.region_header.value, "x-infergate-region");
     assert_eq!(
-        g.latency_between("us-east", "us-east"),
+        g.region_latencies.between("us-east", "us-east"),
         Some(std::time::Duration::ZERO)
     );
-    assert_eq!(g.latency_between("us-east", "us-west"), None);
+    assert_eq!(g.region_latencies.between("us-east", "us-west"), None);
     let printed = g.to_string();
     assert!(printed.contains("east-a"), "{printed}");
     assert!(printed.contains("(default)"), "{printed}");
@@ -133,7 +133,7 @@ fn region_latencies_name_known_regions_once() {
     ))
     .expect("loads");
     assert_eq!(
-        g.latency_between("us-east", "us-west"),
+        g.region_latencies.between("us-east", "us-west"),
         Some(std::time::Duration::from_millis(70))
     );
     let e = errors_of(&with_spec(
