@@ -152,15 +152,10 @@ pub(crate) fn member_status_now(shared: &Shared) -> MemberStatus {
         .pools
         .iter()
         .zip(&routes.names)
-        .map(|(pool, names)| {
-            let mut status = pool_status_of(pool, names, now);
-            status.routing = routes
-                .config
-                .pools
-                .iter()
-                .find(|p| p.name == pool.name)
-                .map(infergate_config::gateway::Pool::routing_definition);
-            status
+        .zip(&routes.routing)
+        .map(|((pool, names), routing)| PoolStatus {
+            routing: Some(routing.clone()),
+            ..pool_status_of(pool, names, now)
         })
         .collect();
     MemberStatus {

@@ -48,6 +48,10 @@ pub struct Routes {
     pub pools: Vec<Arc<PoolRuntime>>,
     /// The names routed to each of `pools`, in the same order (one per pool).
     pub names: Vec<PoolNames>,
+    /// How each of `pools` picks, in one line ([`infergate_config::gateway::Pool::routing_definition`]),
+    /// in the same order: what the member status reports for the global tier's drift check,
+    /// made once per config.
+    pub routing: Vec<String>,
     /// The canary rules, by the model names they match.
     pub rewrites: Rewrites,
     by_name: HashMap<String, usize>,
@@ -111,10 +115,16 @@ impl Routes {
         let models = models_body(&config);
         let rewrites = Rewrites::new(&config.rewrites);
         let names = pool_names(&config);
+        let routing = config
+            .pools
+            .iter()
+            .map(infergate_config::gateway::Pool::routing_definition)
+            .collect();
         Ok(Self {
             config,
             pools,
             names,
+            routing,
             rewrites,
             by_name,
             default_backend,
