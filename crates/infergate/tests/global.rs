@@ -44,17 +44,18 @@ fn member_with(dir: &TempDir, name: &str, model: &str, scheduler_extra: &str) ->
 }
 
 fn global_config(members: &[(&str, &Member, &str)], extra: &str) -> String {
-    let mut yaml = String::from(
-        "apiVersion: infergate.dev/v1alpha1\nkind: GlobalGatewayConfig\nmetadata: {name: test}\nspec:\n  region: east\n  regionLatencies: [{from: east, to: west, latency: 70ms}]\n  members:\n",
-    );
-    for (name, m, region) in members {
-        yaml.push_str(&format!(
-            "    - {{name: {name}, url: \"http://127.0.0.1:{}\", adminUrl: \"http://127.0.0.1:{}\", region: {region}}}\n",
-            m.port, m.admin
-        ));
-    }
-    yaml.push_str(extra);
-    yaml
+    let members: Vec<(&str, String, String, &str)> = members
+        .iter()
+        .map(|(name, m, region)| {
+            (
+                *name,
+                format!("127.0.0.1:{}", m.port),
+                format!("127.0.0.1:{}", m.admin),
+                *region,
+            )
+        })
+        .collect();
+    common::global_config(&members, extra)
 }
 
 fn chat(model: &str) -> String {
@@ -404,14 +405,7 @@ fn two_tier_replicas_on_one_redis_hold_a_tenants_limit_together() {
         .map(|(_, a)| a)
         .filter(|a| a.status == 200)
         .collect();
-    // As in tests/rate_limits.rs: on Redis's clock the admissions span at most from the first
-    // one's sending to the last one's answer; over that window the bucket admits one second's
-    // burst plus the refill (1 ms for Redis's whole-millisecond clock, 500 ppm of slew).
-    let first = admitted.iter().map(|a| a.sent).min().unwrap();
-    let last = admitted.iter().map(|a| a.answered).max().unwrap();
-    let measured_ms = (last - first).as_millis() as u64;
-    let window_ms = measured_ms + 1 + measured_ms.div_ceil(2_000);
-    let bound = RPS + RPS * window_ms / 1000;
+    let (bound, window_ms) = common::admitted_bound(&admitted, RPS);
     let n = admitted.len() as u64;
     eprintln!(
         "global limits: {n} admitted of {} over {window_ms} ms by two tier replicas; the limit \

@@ -82,18 +82,11 @@ fn host_with(dir: &TempDir, name: &str, sim_args: &[&str]) -> Host {
 }
 
 fn config(members: &[(&str, &Host, &str)], extra: &str) -> String {
-    let mut yaml = String::from(
-        "apiVersion: infergate.dev/v1alpha1\nkind: GlobalGatewayConfig\nspec:\n  region: east\n  regionLatencies: [{from: east, to: west, latency: 70ms}]\n  members:\n",
-    );
-    for (name, h, region) in members {
-        yaml.push_str(&format!(
-            "    - {{name: {name}, url: \"http://{}\", adminUrl: \"http://{}\", region: {region}}}\n",
-            h.data(),
-            h.admin()
-        ));
-    }
-    yaml.push_str(extra);
-    yaml
+    let members: Vec<(&str, String, String, &str)> = members
+        .iter()
+        .map(|(name, h, region)| (*name, h.data(), h.admin(), *region))
+        .collect();
+    common::global_config(&members, extra)
 }
 
 const CHAT: &str =

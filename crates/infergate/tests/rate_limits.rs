@@ -182,11 +182,6 @@ fn two_gateways_on_one_redis_never_exceed_the_tenants_limits() {
             other => panic!("status {other}: {}", a.body),
         }
     }
-    // Redis admitted each request between its sending and its answer, so on Redis's clock the
-    // admissions span at most from the first one's sending to the last one's answer. Over that
-    // window the bucket admits at most one second's burst plus the refill. The window is
-    // measured here on the monotonic clock; Redis's is the wall clock in whole milliseconds, so
-    // it may read 1 ms more, and NTP may slew it by up to 500 ppm. No other tolerance.
     // Every decision was Redis's: none failed open.
     for (g, before) in gateways.iter().zip(&store_errors_before) {
         assert_eq!(
@@ -196,11 +191,7 @@ fn two_gateways_on_one_redis_never_exceed_the_tenants_limits() {
             g.log()
         );
     }
-    let first = admitted.iter().map(|a| a.sent).min().unwrap();
-    let last = admitted.iter().map(|a| a.answered).max().unwrap();
-    let measured_ms = (last - first).as_millis() as u64;
-    let window_ms = measured_ms + 1 + measured_ms.div_ceil(2_000);
-    let bound = RPS + RPS * window_ms / 1000;
+    let (bound, window_ms) = common::admitted_bound(&admitted, RPS);
     let n = admitted.len() as u64;
     eprintln!(
         "requests/s: {n} admitted of {} over {window_ms} ms by two gateways; the limit allows {bound}",

@@ -146,6 +146,22 @@ impl Answer {
     }
 }
 
+/// The most requests a bucket of `rps` requests per second may have admitted among
+/// `admitted` (answers it let through), and the window that bound is over, in ms.
+///
+/// The store admitted each request between its sending and its answer, so on the store's
+/// clock the admissions span at most from the first one's sending to the last one's answer.
+/// Over that window the bucket admits at most one second's burst plus the refill. The window is
+/// measured here on the monotonic clock; Redis's is the wall clock in whole milliseconds, so it
+/// may read 1 ms more, and NTP may slew it by up to 500 ppm. No other tolerance.
+pub fn admitted_bound(admitted: &[&Answer], rps: u64) -> (u64, u64) {
+    let first = admitted.iter().map(|a| a.sent).min().unwrap();
+    let last = admitted.iter().map(|a| a.answered).max().unwrap();
+    let measured_ms = (last - first).as_millis() as u64;
+    let window_ms = measured_ms + 1 + measured_ms.div_ceil(2_000);
+    (rps + rps * window_ms / 1000, window_ms)
+}
+
 /// `POST path` of the JSON `body` with extra `headers` to loopback `port`, given `timeout`;
 /// panics if no answer comes.
 pub fn post(
@@ -230,6 +246,22 @@ pub fn serve_ready(
         &["serve", "--config", file],
         customize,
     )
+}
+
+/// A `GlobalGatewayConfig` named `test`, the tier in region `east` and `west` 70 ms away, with
+/// `members` as (name, data `host:port`, admin `host:port`, region) over plain HTTP, and
+/// `extra` YAML added under `spec:` (indented 2).
+pub fn global_config(members: &[(&str, String, String, &str)], extra: &str) -> String {
+    let mut yaml = String::from(
+        "apiVersion: infergate.dev/v1alpha1\nkind: GlobalGatewayConfig\nmetadata: {name: test}\nspec:\n  region: east\n  regionLatencies: [{from: east, to: west, latency: 70ms}]\n  members:\n",
+    );
+    for (name, data, admin, region) in members {
+        yaml.push_str(&format!(
+            "    - {{name: {name}, url: \"http://{data}\", adminUrl: \"http://{admin}\", region: {region}}}\n"
+        ));
+    }
+    yaml.push_str(extra);
+    yaml
 }
 
 /// `infergate global --config file` ([`ready_on_free_ports`]): ready once a member's status was
