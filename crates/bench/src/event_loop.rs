@@ -25,6 +25,16 @@ pub(crate) enum Ev {
     Scrape(usize),
     /// A flow-control queue deadline of this gateway may have passed.
     FlowDeadline(usize),
+    /// A caller sends request `i` to its region's global-tier replica (multi-cluster runs).
+    Caller(usize),
+    /// Request `i`'s attempt at a member got no connection in time: the next attempt.
+    Retry(usize),
+    /// Global-tier replica `.0` pulls member `.1`'s status.
+    Pull(usize, usize),
+    /// That pull timed out.
+    PullMissed(usize, usize),
+    /// The run's cluster fault starts (`true`) or heals (`false`).
+    Fault(bool),
 }
 
 /// Everything a run holds while it runs.
@@ -50,6 +60,8 @@ pub(crate) struct Sim<'a> {
     pub unfinished: usize,
     pub events: Vec<Event>,
     pub queue_samples: Vec<QueueSample>,
+    /// The global tier in front of the gateways, one per cluster, in a multi-cluster run.
+    pub tier: Option<Box<crate::global::tier::TierSim>>,
 }
 
 impl Sim<'_> {
@@ -69,11 +81,19 @@ impl Sim<'_> {
                         self.poll_gate(g, now);
                     }
                 }
+                Ev::Caller(i) => self.tier_send(i, now),
+                Ev::Retry(i) => self.tier_retry(i, now),
+                Ev::Pull(t, m) => self.tier_pull(t, m, now),
+                Ev::PullMissed(t, m) => self.tier_pull_missed(t, m),
+                Ev::Fault(down) => self.tier_fault(down, now),
             }
         }
     }
 
     fn arrive(&mut self, i: usize, now: Duration) {
+        if !self.cluster_accepts(i, now, false) {
+            return;
+        }
         self.outcomes[i].sent = now;
         let r = &self.requests[i];
         self.outcomes[i].band = r.band;
@@ -91,12 +111,15 @@ impl Sim<'_> {
         match gate {
             Gate::Now => self.dispatch(i, now),
             Gate::Queued(deadline) => self.wake_gate_at(g, deadline, now),
-            Gate::Refused(status) => self.refuse(i, status),
+            Gate::Refused(status) => self.refuse(i, status, now),
         }
     }
 
     /// Picks a replica for request `i` at its gateway and submits it there.
     fn dispatch(&mut self, i: usize, now: Duration) {
+        if !self.cluster_accepts(i, now, true) {
+            return;
+        }
         let r = &self.requests[i];
         let g = self.dealt_to[i] as usize;
         let gateway = &mut self.gateways[g];
@@ -127,13 +150,15 @@ impl Sim<'_> {
                 if let Some(gate) = self.gateways[g].gate.as_mut() {
                     gate.complete(now);
                 }
+                self.tier_settled(i, now, None);
             }
         }
     }
 
-    fn refuse(&mut self, i: usize, status: u16) {
+    fn refuse(&mut self, i: usize, status: u16, now: Duration) {
         self.outcomes[i].refused = Some(status);
         self.unfinished -= 1;
+        self.tier_settled(i, now, Some(status));
     }
 
     fn wake(&mut self, e: usize, now: Duration) {
@@ -145,6 +170,7 @@ impl Sim<'_> {
         self.events.clear();
         replica.engine.advance(now, &mut self.events);
         let mut completed = false;
+        let mut finished = Vec::new();
         for event in &self.events {
             let Some(&i) = self.owner.get(&(e, event.id)) else {
                 continue;
@@ -175,11 +201,15 @@ impl Sim<'_> {
                     self.unfinished -= 1;
                     self.completed[g] += 1;
                     completed = true;
+                    finished.push(i);
                 }
                 _ => {}
             }
         }
         self.schedule(e, now);
+        for i in finished {
+            self.tier_settled(i, now, None);
+        }
         if completed {
             for g in 0..self.gateways.len() {
                 let done = std::mem::take(&mut self.completed[g]);
@@ -207,7 +237,7 @@ impl Sim<'_> {
             });
         }
         let prefill = self.replicas[e].engine.pending_prefill_tokens();
-        for gateway in &mut self.gateways {
+        for gateway in self.gateways.iter_mut().filter(|g| g.replicas.contains(&e)) {
             if let Some(gate) = gateway.gate.as_mut() {
                 gate.on_scrape(e, &metrics, prefill, now);
             }
@@ -237,7 +267,7 @@ impl Sim<'_> {
         for (i, refused) in decided {
             match refused {
                 None => self.dispatch(i, now),
-                Some(status) => self.refuse(i, status),
+                Some(status) => self.refuse(i, status, now),
             }
         }
         if let Some(at) = next {

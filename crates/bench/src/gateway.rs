@@ -29,6 +29,9 @@ const DEAL_SEED: u64 = 0x6A7E_D0A1_0000_0000;
 
 /// One gateway replica as the runner holds it.
 pub(crate) struct Gateway {
+    /// The replicas it scrapes, by index: the whole fleet, or in a multi-cluster run one
+    /// cluster's (`crate::global`). Its pool holds no replica outside them.
+    pub replicas: std::ops::Range<usize>,
     /// This gateway's view of the pool: the fleet's scrapes, its own counters.
     pub pool: Pool,
     /// `None`: clairvoyant, which reads the engines instead of a picker's state.

@@ -8,6 +8,7 @@ pub mod custom;
 mod event_loop;
 pub mod gate;
 mod gateway;
+pub mod global;
 pub mod outcome;
 pub mod plot;
 pub mod replay;

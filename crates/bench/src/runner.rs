@@ -246,6 +246,51 @@ pub fn run_tuned(
     options: &RunOptions,
     tuning: &Tuning,
 ) -> Result<RunOutcome, BenchError> {
+    let replicas = build_replicas(scenario, requests, options, tuning)?;
+    // Replica ids are their indices, so a restricted pool still names replicas directly. Alike
+    // replicas compute the same rate the same way, so the fastest kind's equal the minimum.
+    let fastest = replicas
+        .iter()
+        .map(|r| r.prefill_secs_per_token)
+        .fold(f64::INFINITY, f64::min);
+    let specs: Vec<EndpointSpec> = (0..replicas.len())
+        .filter(|&i| !options.fastest_gpu_only || replicas[i].prefill_secs_per_token <= fastest)
+        .map(|i| EndpointSpec::new(i as u64, format!("10.0.0.{}:8000", i + 1)))
+        .collect();
+    let gateway_count = options.gateway_replicas.max(1) as usize;
+    let mut gateways = Vec::with_capacity(gateway_count);
+    for g in 0..gateway_count {
+        // A pool of its own: fresh counters, so no gateway sees another's dispatches.
+        let pool = Pool::new(specs.clone())
+            .map_err(|e| BenchError::Policy("pool".into(), e.to_string()))?;
+        gateways.push(Gateway {
+            replicas: 0..replicas.len(),
+            pool,
+            picker: policy
+                .clone()
+                .map(|p| Picker::new(p, picker_seed(options.seed, g))),
+            gate: (scenario.bands.is_some() || options.flow_control)
+                .then(|| FlowGate::tuned(replicas.len(), tuning)),
+            gate_wake: None,
+        });
+    }
+    let dealt_to = deal(requests.len(), gateway_count, options.seed);
+
+    let mut sim = Sim::new(requests, replicas, gateways, dealt_to, options);
+    for (i, r) in requests.iter().enumerate() {
+        sim.heap.push(Reverse((r.at, Ev::Arrival(i))));
+    }
+    Ok(sim.finish(options).outcome)
+}
+
+/// The replicas of `scenario`'s fleet, in its order, each with its engine seeded apart and
+/// its first scrape at a random phase.
+pub(crate) fn build_replicas(
+    scenario: &Scenario,
+    requests: &[BenchRequest],
+    options: &RunOptions,
+    tuning: &Tuning,
+) -> Result<Vec<Replica>, BenchError> {
     let mut replicas = Vec::new();
     let mut rng = SplitMix64::new(options.seed ^ 0x5C4A_9E00);
     for (i, kind) in scenario.replicas().enumerate() {
@@ -267,94 +312,93 @@ pub fn run_tuned(
             next_scrape: phase + options.scrape_interval,
         });
     }
-    // Replica ids are their indices, so a restricted pool still names replicas directly. Alike
-    // replicas compute the same rate the same way, so the fastest kind's equal the minimum.
-    let fastest = replicas
-        .iter()
-        .map(|r| r.prefill_secs_per_token)
-        .fold(f64::INFINITY, f64::min);
-    let specs: Vec<EndpointSpec> = (0..replicas.len())
-        .filter(|&i| !options.fastest_gpu_only || replicas[i].prefill_secs_per_token <= fastest)
-        .map(|i| EndpointSpec::new(i as u64, format!("10.0.0.{}:8000", i + 1)))
-        .collect();
-    let gateway_count = options.gateway_replicas.max(1) as usize;
-    let mut gateways = Vec::with_capacity(gateway_count);
-    for g in 0..gateway_count {
-        // A pool of its own: fresh counters, so no gateway sees another's dispatches.
-        let pool = Pool::new(specs.clone())
-            .map_err(|e| BenchError::Policy("pool".into(), e.to_string()))?;
-        gateways.push(Gateway {
-            pool,
-            picker: policy
-                .clone()
-                .map(|p| Picker::new(p, picker_seed(options.seed, g))),
-            gate: (scenario.bands.is_some() || options.flow_control)
-                .then(|| FlowGate::tuned(replicas.len(), tuning)),
-            gate_wake: None,
-        });
-    }
-    let dealt_to = deal(requests.len(), gateway_count, options.seed);
+    Ok(replicas)
+}
 
-    let mut heap: BinaryHeap<Reverse<(Duration, Ev)>> = BinaryHeap::new();
-    for (i, r) in requests.iter().enumerate() {
-        heap.push(Reverse((r.at, Ev::Arrival(i))));
+/// What a run left: every request's outcome and the tier of a multi-cluster run.
+pub(crate) struct Finished {
+    pub outcome: RunOutcome,
+    pub tier: Option<Box<crate::global::tier::TierSim>>,
+}
+
+impl<'a> Sim<'a> {
+    /// A run of `requests` on `replicas` behind `gateways`, each request at the gateway
+    /// `dealt_to` names; every replica's first scrape at zero. Arrivals are the caller's to
+    /// push.
+    pub(crate) fn new(
+        requests: &'a [BenchRequest],
+        replicas: Vec<Replica>,
+        gateways: Vec<Gateway>,
+        dealt_to: Vec<u32>,
+        options: &RunOptions,
+    ) -> Self {
+        let mut heap: BinaryHeap<Reverse<(Duration, Ev)>> = BinaryHeap::new();
+        for e in 0..replicas.len() {
+            heap.push(Reverse((Duration::ZERO, Ev::Scrape(e))));
+        }
+        let n = requests.len();
+        Sim {
+            requests,
+            completed: vec![0; gateways.len()],
+            replicas,
+            gateways,
+            dealt_to,
+            scrape_interval: options.scrape_interval,
+            last_arrival: requests.last().map_or(Duration::ZERO, |r| r.at),
+            heap,
+            outcomes: vec![Outcome::default(); n],
+            last_token: vec![Duration::ZERO; n],
+            token_gaps_ms: vec![Vec::new(); n],
+            dispatches: (0..n).map(|_| None).collect(),
+            owner: HashMap::new(),
+            unfinished: n,
+            events: Vec::new(),
+            queue_samples: Vec::new(),
+            tier: None,
+        }
     }
-    for e in 0..replicas.len() {
-        heap.push(Reverse((Duration::ZERO, Ev::Scrape(e))));
+
+    /// Runs until every request is settled or the drain (three times the run, at least half an
+    /// hour, after the last arrival) ends, and gathers what it left.
+    pub(crate) fn finish(mut self, options: &RunOptions) -> Finished {
+        let drain_until = self.last_arrival + options.duration.max(Duration::from_secs(600)) * 3;
+        self.run(drain_until);
+        let Sim {
+            replicas,
+            gateways,
+            dealt_to,
+            outcomes,
+            queue_samples,
+            token_gaps_ms,
+            last_arrival,
+            tier,
+            ..
+        } = self;
+        let mut arrivals = vec![0u64; gateways.len()];
+        for &g in &dealt_to {
+            arrivals[g as usize] += 1;
+        }
+        let (hits, queries, preemptions) = replicas.iter().fold((0, 0, 0), |(h, q, p), r| {
+            let c = r.engine.counters();
+            (
+                h + c.prefix_cache_hits,
+                q + c.prefix_cache_queries,
+                p + c.preemptions,
+            )
+        });
+        let outcome = RunOutcome {
+            requests: outcomes,
+            last_arrival,
+            prefix_hit_ratio: hits as f64 / (queries.max(1)) as f64,
+            preemptions,
+            queue_samples,
+            token_gaps_ms,
+            gateways: gateways
+                .iter()
+                .zip(arrivals)
+                .map(|(g, n)| g.outcome(n))
+                .collect(),
+        };
+        Finished { outcome, tier }
     }
-    let last_arrival = requests.last().map_or(Duration::ZERO, |r| r.at);
-    let drain_until = last_arrival + options.duration.max(Duration::from_secs(600)) * 3;
-    let mut sim = Sim {
-        requests,
-        replicas,
-        gateways,
-        dealt_to,
-        completed: vec![0; gateway_count],
-        scrape_interval: options.scrape_interval,
-        last_arrival,
-        heap,
-        outcomes: vec![Outcome::default(); requests.len()],
-        last_token: vec![Duration::ZERO; requests.len()],
-        token_gaps_ms: vec![Vec::new(); requests.len()],
-        dispatches: (0..requests.len()).map(|_| None).collect(),
-        owner: HashMap::new(),
-        unfinished: requests.len(),
-        events: Vec::new(),
-        queue_samples: Vec::new(),
-    };
-    sim.run(drain_until);
-    let Sim {
-        replicas,
-        gateways,
-        dealt_to,
-        outcomes,
-        queue_samples,
-        token_gaps_ms,
-        ..
-    } = sim;
-    let mut arrivals = vec![0u64; gateways.len()];
-    for &g in &dealt_to {
-        arrivals[g as usize] += 1;
-    }
-    let (hits, queries, preemptions) = replicas.iter().fold((0, 0, 0), |(h, q, p), r| {
-        let c = r.engine.counters();
-        (
-            h + c.prefix_cache_hits,
-            q + c.prefix_cache_queries,
-            p + c.preemptions,
-        )
-    });
-    Ok(RunOutcome {
-        requests: outcomes,
-        last_arrival,
-        prefix_hit_ratio: hits as f64 / (queries.max(1)) as f64,
-        preemptions,
-        queue_samples,
-        token_gaps_ms,
-        gateways: gateways
-            .iter()
-            .zip(arrivals)
-            .map(|(g, n)| g.outcome(n))
-            .collect(),
-    })
 }

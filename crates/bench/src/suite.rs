@@ -397,7 +397,7 @@ pub fn capacity_at_slo(
 
 /// `f` over `items` on as many threads as the machine has cores, results in `items`' order.
 /// `done` hears, on the calling thread, each item as it finishes and how many had before it.
-fn parallel_map<T: Sync, R: Send>(
+pub(crate) fn parallel_map<T: Sync, R: Send>(
     items: &[T],
     f: impl Fn(&T) -> R + Sync,
     done: &mut dyn FnMut(usize, &T),

@@ -34,7 +34,6 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use infergate_picker::Pool;
 use infergate_telemetry::recent::RecentSummary;
 
 use crate::pool::PoolRuntime;
@@ -42,63 +41,9 @@ use crate::routes::PoolNames;
 use crate::shared::Shared;
 
 pub use infergate_global_picker::status::{
-    MemberStatus, PoolStatus, MEMBER_STATUS_API_VERSION as API_VERSION, MEMBER_STATUS_KIND as KIND,
-    MEMBER_STATUS_PATH as PATH,
+    MemberStatus, PoolStatus, Readiness, MEMBER_STATUS_API_VERSION as API_VERSION,
+    MEMBER_STATUS_KIND as KIND, MEMBER_STATUS_PATH as PATH,
 };
-
-/// A pool's endpoints as the document counts them.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Readiness {
-    /// Endpoints a pick may choose now.
-    pub ready: usize,
-    /// Every endpoint.
-    pub endpoints: usize,
-    /// `1 − mean KV-cache use` over ready endpoints reporting it; 0 when none does.
-    pub kv_headroom: f64,
-    /// Requests waiting in the ready endpoints' servers, as last scraped.
-    pub waiting: u64,
-}
-
-impl Readiness {
-    /// Counts `pool`'s endpoints at `now` (the clock its scrapes and ejections are stamped
-    /// by): ready means scraped no longer than `max_age` ago (frozen metrics are as old as
-    /// their last change) and not ejected. Reads the snapshot and the endpoints' health
-    /// atomics only.
-    pub fn of(pool: &Pool, now: Duration, max_age: Duration) -> Self {
-        let mut ready = 0;
-        let mut waiting = 0u64;
-        let (mut kv_sum, mut kv_count) = (0.0, 0u32);
-        for spec in pool.specs() {
-            let Some(m) = pool.metrics(spec.id).filter(|m| m.age(now) <= max_age) else {
-                continue;
-            };
-            if pool
-                .counters(spec.id)
-                .is_some_and(|c| c.health().is_ejected(now))
-            {
-                continue;
-            }
-            ready += 1;
-            waiting = waiting.saturating_add(m.waiting.unwrap_or(0));
-            if let Some(kv) = m.kv_usage.filter(|k| k.is_finite()) {
-                kv_sum += kv.clamp(0.0, 1.0);
-                kv_count += 1;
-            }
-        }
-        // No ready endpoint reporting KV use: no headroom anyone can count on.
-        let kv_headroom = if kv_count == 0 {
-            0.0
-        } else {
-            1.0 - kv_sum / f64::from(kv_count)
-        };
-        Self {
-            ready,
-            endpoints: pool.len(),
-            kv_headroom,
-            waiting,
-        }
-    }
-}
 
 /// A pool's entry from what was read of it: its names, its endpoints, the requests in its own
 /// queue, its recent requests and its saturation.
@@ -111,23 +56,12 @@ pub fn pool_status(
     saturation: f64,
 ) -> PoolStatus {
     PoolStatus {
-        name: name.to_owned(),
         models: names.models.clone(),
         adapters: names.adapters.clone(),
-        ready_endpoints: u32::try_from(readiness.ready).unwrap_or(u32::MAX),
-        endpoints: u32::try_from(readiness.endpoints).unwrap_or(u32::MAX),
-        kv_headroom: readiness.kv_headroom,
-        queue_depth: readiness.waiting.saturating_add(queued),
         error_rate: recent.error_rate(),
         ttft_p99_seconds: recent.ttft_p99.map(|t| t.as_secs_f64()),
-        // Never NaN or negative on the wire: the tier refuses such a document.
-        saturation: if saturation.is_finite() {
-            saturation.max(0.0)
-        } else {
-            0.0
-        },
-        // Filled by the caller, which has the pool's resolved config.
-        routing: None,
+        // The routing line is filled by the caller, which has the pool's resolved config.
+        ..PoolStatus::from_readiness(name, readiness, queued, saturation)
     }
 }
 
@@ -176,6 +110,7 @@ fn unix_ms(at: SystemTime) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use infergate_picker::Pool;
     use infergate_picker::{
         AttemptOutcome, EndpointId, EndpointSpec, OutlierPolicy, ScrapedMetrics,
     };

@@ -8,10 +8,10 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
-use infergate_config::global::{MemberCost, ResolvedGlobal};
+use infergate_config::global::ResolvedGlobal;
 use infergate_control::keys::Auth;
 use infergate_control::limits::RateLimits;
-use infergate_global_picker::{Member, MemberState, ScoreParts, TierSettings};
+use infergate_global_picker::{Member, ScoreParts, TierSettings};
 use infergate_rng::SplitMix64;
 use infergate_telemetry::global::GlobalMetrics;
 use infergate_telemetry::Metrics;
@@ -126,13 +126,7 @@ impl Tier {
         let members = config
             .members
             .iter()
-            .map(|m| Member {
-                name: m.name.clone(),
-                region: m.region.clone(),
-                cost_rank: m.cost.map_or(0.0, MemberCost::rank),
-                weight: m.weight.value,
-                state: MemberState::new(),
-            })
+            .map(Member::from_resolved)
             .collect::<Vec<_>>();
         let names: Vec<String> = config.members.iter().map(|m| m.name.clone()).collect();
         let n = members.len();

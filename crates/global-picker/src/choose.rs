@@ -3,12 +3,18 @@
 //!
 //! The score has AWS's shape: `kvHeadroom`, `queueDepth`, `regionProximity` and `errorRate`
 //! terms, each in [0, 1], weighted by weights summing to 1. The order adds cost: members with
-//! headroom (their saturation, credited with what was sent since their status, below
-//! `spillAt`) come first, cheapest first and by score within a price; then the members without
-//! headroom, by score alone — so traffic fills the cheapest members while they have room and
-//! spills to dearer ones before any member's own queue grows. A saturated member (its
-//! saturation at 1, a 429 whose `Retry-After` has not passed, or no ready endpoint) is never
-//! tried; when every candidate is saturated the request is refused with 429.
+//! headroom come first, cheapest first and by score within a price; then the members without
+//! headroom, least loaded first — so traffic fills the cheapest members while they have room
+//! and spills to dearer ones before any member's own queue grows.
+//!
+//! A member has headroom while its status says its saturation is below `spillAt` with at most
+//! one request waiting per ready endpoint, and the tier has not sent it more since that status
+//! than its allowance (`send_allowance`: a quarter more than in the interval before, paced
+//! over the interval). Its load is its saturation credited with what the tier sent since the
+//! status and still waits for. A member whose status says saturated (1 or more) is tried only
+//! after every other; one with no ready endpoint or a 429 whose `Retry-After` has not passed
+//! is not tried; when every candidate is saturated the request is refused with 429. Each of
+//! these rules answers a loss `infergate bench --global` showed (see `docs/global.md`).
 //!
 //! A returning member in its slow-start ramp keeps its place first only with probability equal
 //! to its ramp weight; otherwise it yields first place to the next, so its share of the traffic
@@ -17,6 +23,7 @@
 use std::time::Duration;
 
 use infergate_config::gateway::defaults::SATURATION_QUEUE_DEPTH;
+use infergate_config::global::{MemberCost, ResolvedMember};
 use infergate_rng::SplitMix64;
 
 use crate::member::{Availability, MemberState};
@@ -38,6 +45,19 @@ pub struct Member {
     pub weight: f64,
     /// What the tier knows of it.
     pub state: MemberState,
+}
+
+impl Member {
+    /// A member as the config resolved it, nothing known of it yet.
+    pub fn from_resolved(m: &ResolvedMember) -> Self {
+        Member {
+            name: m.name.clone(),
+            region: m.region.clone(),
+            cost_rank: m.cost.map_or(0.0, MemberCost::rank),
+            weight: m.weight.value,
+            state: MemberState::new(),
+        }
+    }
 }
 
 /// One request as the choice sees it.
@@ -88,8 +108,12 @@ pub struct Ranked {
     pub member: usize,
     /// Its score.
     pub score: ScoreParts,
-    /// Whether it had headroom below `spillAt`.
+    /// Whether it had headroom: its status's saturation below `spillAt`, no more than one
+    /// request waiting per ready endpoint, and the tier's sends to it within their allowance.
     pub headroom: bool,
+    /// Its saturation credited with what the tier sent it since its status and still waits
+    /// for, each as one more waiting request: the order of members without headroom.
+    pub load: f64,
     /// Its slow-start weight.
     pub ramp: f64,
     /// Its last status pull missed.
@@ -97,11 +121,32 @@ pub struct Ranked {
 }
 
 /// The saturation one more request adds to a pool of `ready` endpoints, read as one more
-/// waiting request against the member's default queue threshold: the status cannot show what
-/// was sent since it was read, and without this every request of the next second would go to
-/// the one member that looked emptiest.
+/// waiting request against the member's default queue threshold: the most any request adds.
+/// The status cannot show what was sent since it was read; without a credit every request of
+/// the next second would go to the member that looked emptiest.
 fn credit_per_request(ready: u32) -> f64 {
     1.0 / (f64::from(SATURATION_QUEUE_DEPTH) * f64::from(ready.max(1)))
+}
+
+/// How many requests the tier may have sent a member with headroom `elapsed` after its status,
+/// having sent it `before` between the status before and this one: a quarter more than that,
+/// at least two per ready endpoint, spread evenly over the status interval (at least one).
+///
+/// A status is up to a second old, and what one more request adds to a model server's
+/// saturation depends on how fast requests arrive (each prefill slows every decode step), not
+/// only on how many it holds: with no bound a cheap member took a second's traffic before its
+/// next status said it was full, and with a bound per interval but not spread over it, it took
+/// its share in a burst at the start of each interval (both found by `infergate bench
+/// --global`). Growing by a quarter per status and pacing it lets the next status say where
+/// the member's room ends, and interleaves its requests with the other members'.
+fn send_allowance(before: u32, ready: u32, elapsed: Duration, interval: Duration) -> f64 {
+    let per_interval = (f64::from(before) * 1.25).max(2.0 * f64::from(ready.max(1)));
+    let share = if interval.is_zero() {
+        1.0
+    } else {
+        (elapsed.as_secs_f64() / interval.as_secs_f64()).min(1.0)
+    };
+    (per_interval * share).max(1.0)
 }
 
 /// The members to try for `req` at `now`, best first; at least one, or the reason for none.
@@ -136,6 +181,9 @@ pub fn rank(
         member: usize,
         queue: f64,
         saturation: f64,
+        load: f64,
+        waiting_per_endpoint: f64,
+        growth_left: bool,
         kv_headroom: f64,
         error_rate: f64,
         ramp: f64,
@@ -154,13 +202,22 @@ pub fn rank(
         };
         any_available = true;
         let sent = f64::from(m.state.in_flight_since_status());
-        let saturation = pool.saturation + sent * credit_per_request(pool.ready_endpoints);
+        let (sent_now, sent_before) = m.state.sends();
+        let elapsed = m.state.status_age(now).unwrap_or_default();
+        let growth_left = f64::from(sent_now)
+            < send_allowance(
+                sent_before,
+                pool.ready_endpoints,
+                elapsed,
+                s.status_interval,
+            );
+        let load = pool.saturation + sent * credit_per_request(pool.ready_endpoints);
         if let Some(until) = m.state.throttled_until(now) {
             let wait = until.saturating_sub(now);
             retry_after = Some(retry_after.map_or(wait, |r| r.min(wait)));
             continue;
         }
-        if pool.saturation >= 1.0 || pool.ready_endpoints == 0 {
+        if pool.ready_endpoints == 0 {
             continue;
         }
         // Measured against the member's own threshold, not min-max over the candidates: with
@@ -170,7 +227,10 @@ pub fn rank(
         candidates.push(Candidate {
             member: i,
             queue: (pool.queue_depth as f64 + sent) / m.weight / threshold,
-            saturation,
+            saturation: pool.saturation,
+            load,
+            waiting_per_endpoint: pool.queue_depth as f64 / f64::from(pool.ready_endpoints.max(1)),
+            growth_left,
             kv_headroom: pool.kv_headroom.clamp(0.0, 1.0),
             error_rate: pool.error_rate.clamp(0.0, 1.0),
             ramp: m.state.ramp_weight(now, s),
@@ -180,7 +240,11 @@ pub fn rank(
     if !any_available {
         return Err(Refusal::NoneAvailable);
     }
-    if candidates.is_empty() {
+    // A saturated member stays a candidate, last by its load, while any other is not: left out
+    // on a status up to a second old, it took nothing until its next status and every other
+    // member took its share, and at full load members went on and off in turn (found by the
+    // bench). Only when all are saturated is the request refused.
+    if candidates.iter().all(|c| c.saturation >= 1.0) {
         return Err(Refusal::AllSaturated {
             retry_after: retry_after.unwrap_or(DEFAULT_RETRY_AFTER),
         });
@@ -206,7 +270,10 @@ pub fn rank(
                     error_rate,
                     total,
                 },
-                headroom: c.saturation < s.spill_at,
+                headroom: c.saturation < s.spill_at
+                    && c.waiting_per_endpoint <= 1.0
+                    && c.growth_left,
+                load: c.load,
                 ramp: c.ramp,
                 suspect: c.suspect,
             }
@@ -224,7 +291,10 @@ pub fn rank(
                         .cost_rank
                         .total_cmp(&members[b.member].cost_rank)
                 } else {
-                    std::cmp::Ordering::Equal
+                    // Without headroom, the least loaded for its size first: the score's parts
+                    // stop falling at their floor, so by score alone one member would take
+                    // every request once its queue term is spent (found by the bench).
+                    a.load.total_cmp(&b.load)
                 }
             })
             .then_with(|| b.score.total.total_cmp(&a.score.total))

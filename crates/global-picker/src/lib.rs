@@ -11,12 +11,15 @@ pub mod member;
 pub mod settings;
 pub mod status;
 
-pub use choose::{rank, room_to_eject, Member, Ranked, Refusal, Request, ScoreParts};
+pub use choose::{
+    rank, room_to_eject, Member, Ranked, Refusal, Request, ScoreParts, DEFAULT_RETRY_AFTER,
+};
 pub use drift::{drift, Definition, Drift};
 pub use member::{Availability, MemberState};
 pub use settings::TierSettings;
 pub use status::{
-    MemberStatus, PoolStatus, MEMBER_STATUS_API_VERSION, MEMBER_STATUS_KIND, MEMBER_STATUS_PATH,
+    MemberStatus, PoolStatus, Readiness, MEMBER_STATUS_API_VERSION, MEMBER_STATUS_KIND,
+    MEMBER_STATUS_PATH,
 };
 
 #[cfg(test)]

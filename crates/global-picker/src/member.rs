@@ -46,6 +46,10 @@ pub struct MemberState {
     generation: u64,
     /// Requests sent since the status was read and not finished: the status cannot show them.
     in_flight_since_status: u32,
+    /// Requests sent since the status was read, finished or not.
+    sent_since_status: u32,
+    /// Requests sent between the status before and this one.
+    sent_before_status: u32,
     /// Until when it said it has no capacity (a 429's `Retry-After`).
     throttled_until: Option<Duration>,
 }
@@ -69,6 +73,8 @@ impl MemberState {
             health: Health::default(),
             generation: 0,
             in_flight_since_status: 0,
+            sent_since_status: 0,
+            sent_before_status: 0,
             throttled_until: None,
         }
     }
@@ -98,6 +104,8 @@ impl MemberState {
         self.status_at = Some(now);
         self.generation += 1;
         self.in_flight_since_status = 0;
+        self.sent_before_status = self.sent_since_status;
+        self.sent_since_status = 0;
     }
 
     /// A pull missed: it failed (refused, timed out, unreadable), or its sequence did not
@@ -141,6 +149,7 @@ impl MemberState {
     /// [`Self::on_done`] when it ends.
     pub fn on_sent(&mut self) -> u64 {
         self.in_flight_since_status = self.in_flight_since_status.saturating_add(1);
+        self.sent_since_status = self.sent_since_status.saturating_add(1);
         self.generation
     }
 
@@ -184,6 +193,12 @@ impl MemberState {
     /// How old the last status is at `now`.
     pub fn status_age(&self, now: Duration) -> Option<Duration> {
         self.status_at.map(|at| now.saturating_sub(at))
+    }
+
+    /// Requests sent since the status was read, and between the status before and it: how
+    /// fast the tier's own traffic to the member grows.
+    pub fn sends(&self) -> (u32, u32) {
+        (self.sent_since_status, self.sent_before_status)
     }
 
     /// Requests sent since its status was read that have not ended.

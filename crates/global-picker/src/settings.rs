@@ -12,6 +12,8 @@ pub struct TierSettings {
     pub weights: ScoreWeights,
     /// Saturation from which a member has no headroom.
     pub spill_at: f64,
+    /// How often each member's status is pulled.
+    pub status_interval: Duration,
     /// Misses before stale.
     pub misses_before_stale: u32,
     /// Good pulls before a stale member returns.
@@ -36,6 +38,7 @@ impl TierSettings {
         Self {
             weights: g.routing.weights.value,
             spill_at: g.routing.spill_at.value,
+            status_interval: g.status.interval.value,
             misses_before_stale: g.status.misses_before_stale.value,
             pulls_before_return: g.status.pulls_before_return.value,
             slow_start_window: g.slow_start.window.value,

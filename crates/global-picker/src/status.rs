@@ -3,6 +3,9 @@
 //! writes it with these types and the tier reads it with them. `docs/global.md` describes each
 //! field.
 
+use std::time::Duration;
+
+use infergate_picker::Pool;
 use serde::{Deserialize, Serialize};
 
 /// The document's `kind`.
@@ -68,6 +71,30 @@ pub struct PoolStatus {
 }
 
 impl PoolStatus {
+    /// A pool's entry from its endpoints as counted, the requests in the member's own queue
+    /// for it and its flow-control saturation; no names, no recent requests (no errors, no
+    /// TTFT) and no routing line, which the caller adds where it has them.
+    pub fn from_readiness(name: &str, readiness: Readiness, queued: u64, saturation: f64) -> Self {
+        PoolStatus {
+            name: name.to_owned(),
+            models: Vec::new(),
+            adapters: Vec::new(),
+            ready_endpoints: u32::try_from(readiness.ready).unwrap_or(u32::MAX),
+            endpoints: u32::try_from(readiness.endpoints).unwrap_or(u32::MAX),
+            kv_headroom: readiness.kv_headroom,
+            queue_depth: readiness.waiting.saturating_add(queued),
+            error_rate: 0.0,
+            ttft_p99_seconds: None,
+            // Never NaN or negative on the wire: the tier refuses such a document.
+            saturation: if saturation.is_finite() {
+                saturation.max(0.0)
+            } else {
+                0.0
+            },
+            routing: None,
+        }
+    }
+
     /// Whether the pool serves `model`, as a model name or an adapter.
     pub fn serves(&self, model: &str) -> bool {
         self.models.iter().any(|m| m == model) || self.adapters.iter().any(|a| a == model)
@@ -103,5 +130,59 @@ impl MemberStatus {
     /// The pool serving `model`, if any (the first, should two claim it).
     pub fn pool_for(&self, model: &str) -> Option<&PoolStatus> {
         self.pools.iter().find(|p| p.serves(model))
+    }
+}
+
+/// A pool's endpoints as the document counts them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Readiness {
+    /// Endpoints a pick may choose now.
+    pub ready: usize,
+    /// Every endpoint.
+    pub endpoints: usize,
+    /// `1 − mean KV-cache use` over ready endpoints reporting it; 0 when none does.
+    pub kv_headroom: f64,
+    /// Requests waiting in the ready endpoints' servers, as last scraped.
+    pub waiting: u64,
+}
+
+impl Readiness {
+    /// Counts `pool`'s endpoints at `now` (the clock its scrapes and ejections are stamped
+    /// by): ready means scraped no longer than `max_age` ago (frozen metrics are as old as
+    /// their last change) and not ejected. Reads the snapshot and the endpoints' health
+    /// atomics only.
+    pub fn of(pool: &Pool, now: Duration, max_age: Duration) -> Self {
+        let mut ready = 0;
+        let mut waiting = 0u64;
+        let (mut kv_sum, mut kv_count) = (0.0, 0u32);
+        for spec in pool.specs() {
+            let Some(m) = pool.metrics(spec.id).filter(|m| m.age(now) <= max_age) else {
+                continue;
+            };
+            if pool
+                .counters(spec.id)
+                .is_some_and(|c| c.health().is_ejected(now))
+            {
+                continue;
+            }
+            ready += 1;
+            waiting = waiting.saturating_add(m.waiting.unwrap_or(0));
+            if let Some(kv) = m.kv_usage.filter(|k| k.is_finite()) {
+                kv_sum += kv.clamp(0.0, 1.0);
+                kv_count += 1;
+            }
+        }
+        // No ready endpoint reporting KV use: no headroom anyone can count on.
+        let kv_headroom = if kv_count == 0 {
+            0.0
+        } else {
+            1.0 - kv_sum / f64::from(kv_count)
+        };
+        Self {
+            ready,
+            endpoints: pool.len(),
+            kv_headroom,
+            waiting,
+        }
     }
 }

@@ -237,19 +237,25 @@ fn requests_sent_since_the_status_spread_the_load() {
         sent[first] += 1;
     }
     assert!(sent[0] >= 19 && sent[1] >= 19, "{sent:?}");
-    // Requests that ended no longer count: the member that finished its work wins again.
+    // Without headroom (both past spillAt), the least loaded goes first, and requests that
+    // ended no longer count: the member that finished its work wins again.
     let mut ms = vec![member("a", "east", 0.0), member("b", "east", 0.0)];
     ms[0]
         .state
-        .on_pull(doc(1, vec![pool("m", 0.5, 0, 0.2)]), s(0.0), &st);
+        .on_pull(doc(1, vec![pool("m", 0.5, 0, 0.85)]), s(0.0), &st);
     ms[1]
         .state
-        .on_pull(doc(1, vec![pool("m", 0.5, 1, 0.2)]), s(0.0), &st);
-    for _ in 0..10 {
-        let g = ms[0].state.on_sent();
+        .on_pull(doc(1, vec![pool("m", 0.5, 1, 0.85)]), s(0.0), &st);
+    let in_flight: Vec<u64> = (0..10).map(|_| ms[0].state.on_sent()).collect();
+    assert_eq!(
+        order(&ms, req("m"), s(0.5), &st),
+        ["b", "a"],
+        "a holds ten more"
+    );
+    for g in in_flight {
         ms[0].state.on_done(g);
     }
-    assert_eq!(order(&ms, req("m"), s(0.5), &st), ["a", "b"]);
+    assert_eq!(order(&ms, req("m"), s(0.5), &st), ["a", "b"], "a's ended");
     // One sent under an older status is not taken off the newer status's credit.
     let old = ms[0].state.on_sent();
     ms[0]
@@ -277,7 +283,9 @@ fn traffic_fills_the_cheapest_member_then_spills_before_anyone_queues() {
         .state
         .on_pull(doc(2, vec![pool("m", 0.1, 2, 0.85)]), s(1.0), &st);
     assert_eq!(order(&ms, req("m"), s(1.1), &st), ["dear", "cheap"]);
-    // Requests sent since the status count against the headroom too: 0.5 + 6 / 20 = 0.8.
+    // Requests sent since the status count against the headroom too: nothing was sent in
+    // the interval before, so the cheap member may take two per ready endpoint in this one,
+    // spread over it — one by 0.1 s, six by 0.75 s.
     ms[0]
         .state
         .on_pull(doc(3, vec![pool("m", 0.4, 0, 0.5)]), s(2.0), &st);
@@ -285,10 +293,61 @@ fn traffic_fills_the_cheapest_member_then_spills_before_anyone_queues() {
         let _ = ms[0].state.on_sent();
     }
     assert_eq!(order(&ms, req("m"), s(2.1), &st), ["dear", "cheap"]);
+    assert_eq!(order(&ms, req("m"), s(2.76), &st), ["cheap", "dear"]);
 }
 
 #[test]
-fn saturated_members_are_never_tried_and_all_saturated_is_a_429() {
+fn a_member_with_headroom_takes_a_quarter_more_each_status_spread_over_it() {
+    let st = settings("");
+    let mut ms = vec![member("a", "east", 0.0)];
+    let headroom = |ms: &[Member], at: f64| {
+        let mut rng = SplitMix64::new(1);
+        rank(ms, req("m"), s(at), &st, &mut rng).expect("ranked")[0].headroom
+    };
+    ms[0]
+        .state
+        .on_pull(doc(1, vec![pool("m", 0.9, 0, 0.1)]), s(0.0), &st);
+    // Nothing sent before: two per ready endpoint (8) over the 1 s interval, 4 by half of it.
+    for _ in 0..3 {
+        let _ = ms[0].state.on_sent();
+    }
+    assert!(headroom(&ms, 0.5), "3 of 4");
+    let _ = ms[0].state.on_sent();
+    assert!(!headroom(&ms, 0.5), "4 of 4");
+    assert!(headroom(&ms, 0.75), "4 of 6");
+    for _ in 0..16 {
+        let _ = ms[0].state.on_sent();
+    }
+    // 20 sent in that interval: a quarter more (25) over the next, 12.5 by half of it.
+    ms[0]
+        .state
+        .on_pull(doc(2, vec![pool("m", 0.9, 0, 0.1)]), s(1.0), &st);
+    assert_eq!(ms[0].state.sends(), (0, 20));
+    for _ in 0..12 {
+        let _ = ms[0].state.on_sent();
+    }
+    assert!(headroom(&ms, 1.5), "12 of 12.5");
+    let _ = ms[0].state.on_sent();
+    assert!(!headroom(&ms, 1.5), "13 of 12.5");
+    // The first request after a status always may go.
+    ms[0]
+        .state
+        .on_pull(doc(3, vec![pool("m", 0.9, 0, 0.1)]), s(2.0), &st);
+    assert!(headroom(&ms, 2.0));
+    // A status saying the member is past spillAt, or has requests waiting beyond one per
+    // endpoint, takes its headroom whatever was sent.
+    ms[0]
+        .state
+        .on_pull(doc(4, vec![pool("m", 0.9, 5, 0.1)]), s(3.0), &st);
+    assert!(!headroom(&ms, 3.5), "five waiting on four endpoints");
+    ms[0]
+        .state
+        .on_pull(doc(5, vec![pool("m", 0.9, 0, 0.8)]), s(4.0), &st);
+    assert!(!headroom(&ms, 4.5), "at spillAt");
+}
+
+#[test]
+fn saturated_members_go_last_and_all_saturated_is_a_429() {
     let st = settings("");
     let mut ms = vec![member("a", "east", 0.0), member("b", "east", 0.0)];
     ms[0]
@@ -297,7 +356,9 @@ fn saturated_members_are_never_tried_and_all_saturated_is_a_429() {
     ms[1]
         .state
         .on_pull(doc(1, vec![pool("m", 0.5, 0, 0.3)]), s(0.0), &st);
-    assert_eq!(order(&ms, req("m"), s(0.1), &st), ["b"]);
+    // Still tried, last: left out on a status a second old, it would take nothing until its
+    // next one while the others took everything.
+    assert_eq!(order(&ms, req("m"), s(0.1), &st), ["b", "a"]);
     ms[1].state.on_throttled(s(0.1), s(2.0));
     let mut rng = SplitMix64::new(1);
     assert_eq!(
@@ -306,7 +367,11 @@ fn saturated_members_are_never_tried_and_all_saturated_is_a_429() {
             retry_after: s(1.6)
         })
     );
-    assert_eq!(order(&ms, req("m"), s(2.2), &st), ["b"], "the wait is over");
+    assert_eq!(
+        order(&ms, req("m"), s(2.2), &st),
+        ["b", "a"],
+        "the wait is over"
+    );
 }
 
 #[test]

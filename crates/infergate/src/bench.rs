@@ -91,6 +91,16 @@ pub struct BenchArgs {
         value_parser = clap::value_parser!(u32).range(1..=64)
     )]
     gateway_replicas: Vec<u32>,
+    /// Run a multi-cluster scenario (or `all`) instead: one infergate gateway per cluster, the
+    /// global tier in every caller region, a cluster cut off mid-run; the tier's policy
+    /// (`infergate-global`) against `round-robin-clusters` and `nearest-region` (--policies
+    /// picks among them), at each --load, on P99 TTFT, goodput and cost per million tokens.
+    #[arg(long, value_name = "ID|all")]
+    global: Option<String>,
+    /// With --global: the tier's `routing.spillAt` instead of its default (the saturation from
+    /// which a cheaper member counts as full).
+    #[arg(long, value_name = "FRACTION")]
+    spill_at: Option<f64>,
 }
 
 /// Runs `infergate bench`.
@@ -112,6 +122,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     if args.picker {
         return picker_speed(&args);
+    }
+    if let Some(id) = &args.global {
+        return global(&args, id);
     }
     let mut scenarios: Vec<Scenario> = match (args.scenario.as_deref(), args.seed_table) {
         _ if args.trace.is_some() || args.fleet.is_some() => {
@@ -227,6 +240,43 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         std::fs::write(path, body).with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
+}
+
+/// `--global`: the multi-cluster scenarios.
+fn global(args: &BenchArgs, id: &str) -> anyhow::Result<()> {
+    crate::bench_global::refuse_other_modes(&[
+        (args.scenario.is_some(), "--scenario"),
+        (args.seed_table, "--seed-table"),
+        (
+            args.trace.is_some() || args.fleet.is_some(),
+            "--trace/--fleet",
+        ),
+        (args.capacity, "--capacity"),
+        (args.ablate, "--ablate"),
+        (args.out.is_some(), "--out (--json FILE keeps every figure)"),
+        (args.mode == crate::bench_live::Mode::Live, "--mode live"),
+        (args.gateway_replicas != [1], "--gateway-replicas"),
+    ])?;
+    let loads = match &args.load {
+        Some(text) => crate::bench_sweep::parse_loads(text)?,
+        None => Vec::new(),
+    };
+    let seeds: Vec<u64> = (1..=args.seeds.max(1)).collect();
+    let json = match &args.json {
+        Some(Some(path)) => Some(path.as_path()),
+        Some(None) => bail!("--json needs a FILE"),
+        None => None,
+    };
+    crate::bench_global::run(&crate::bench_global::GlobalRun {
+        id,
+        policies: &args.policies,
+        loads: &loads,
+        seeds: &seeds,
+        duration: Duration::from_secs(args.duration.unwrap_or(120)),
+        slo: slo_of(args)?,
+        json,
+        spill_at: args.spill_at,
+    })
 }
 
 /// The SLO from the flags; without --slo-tpot-p99, --capacity judges TTFT alone and goodput

@@ -2,6 +2,7 @@
 //! here.
 
 mod bench;
+mod bench_global;
 mod bench_live;
 mod bench_out;
 mod bench_sweep;

@@ -18,7 +18,9 @@ fn layer(name: &str) -> Option<u8> {
         "infergate-api-error" | "infergate-telemetry" | "infergate-trace" => 2,
         "infergate-global-picker" => 2,
         // The simulated model server and the virtual-time bench sit on the pure crates.
-        "infergate-simserver" | "infergate-bench" => 2,
+        "infergate-simserver" => 2,
+        // The virtual-time bench runs both tiers' decision code, the global picker included.
+        "infergate-bench" => 3,
         "infergate-control" => 3,
         "infergate-pipeline" | "infergate-kubernetes" => 4,
         // The fronts: same layer, so neither may depend on the other.

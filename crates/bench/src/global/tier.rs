@@ -1,0 +1,534 @@
+//! The global tier in virtual time: one tier replica per caller region, each with its own view
+//! of the members (its own status pulls, in-flight credit, ejections and ramp), in front of
+//! one gateway per cluster ([`crate::gateway::Gateway`] over that cluster's replicas).
+//!
+//! The decisions are the live tier's own (`infergate-global-picker`): a member's freshness on
+//! its pulled status, ejection on failed attempts, the slow-start ramp and, for the `global`
+//! policy, the ranking. The baselines share everything but the ranking — the same pulls, the
+//! same staleness, the same retry on the next member — so a comparison is of the choice alone.
+//!
+//! A request's way: the caller's tier replica orders the members; an attempt at a member that
+//! is cut off waits the connect timeout and moves to the next (up to `maxAttempts`); an
+//! attempt at a member that is up reaches it after half the round trip between the regions,
+//! meets that cluster's gateway (flow control, the picker) and its answer comes back after the
+//! other half. A pull of a cut-off member times out; of a member that is up, it reads the
+//! cluster's gateway as `/status/member` would (ready endpoints, KV headroom, queue, flow
+//! control's saturation) with a sequence that advances, since its scrapes run every 50 ms.
+//! Not modelled: a pull's own transit (at most one round trip, under the pull interval's
+//! jitter) and the members' recent error rate (0: no member of these runs answers 5xx).
+
+use crate::event_loop::{Ev, Sim};
+use infergate_config::global::ResolvedGlobal;
+use infergate_global_picker::{
+    rank, room_to_eject, Availability, Member, MemberStatus, PoolStatus, Readiness, Refusal,
+    Request, TierSettings, DEFAULT_RETRY_AFTER, MEMBER_STATUS_API_VERSION, MEMBER_STATUS_KIND,
+};
+use infergate_picker::AttemptOutcome;
+use infergate_rng::SplitMix64;
+use std::cmp::Reverse;
+use std::time::Duration;
+
+/// How the tier orders the members for a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GlobalPolicy {
+    /// infergate's global tier as it ships: the AWS-shaped score with cost fill and spill.
+    Global,
+    /// The same tier with no member's cost configured: the order by score alone (the
+    /// ablation that says what the cost fill costs in latency).
+    GlobalWithoutCost,
+    /// Each tier replica rotates over the members that are up, wherever they are, each in
+    /// proportion to its capacity — its ready endpoints (from its status) × its `weight` — by
+    /// smooth weighted round-robin, as nginx and Envoy do it.
+    RoundRobin,
+    /// The members in the caller's nearest region that is up (geo-DNS with health checks),
+    /// rotating within it by weight.
+    NearestRegion,
+}
+
+impl GlobalPolicy {
+    /// Every policy, the product first.
+    pub const ALL: [GlobalPolicy; 4] = [
+        GlobalPolicy::Global,
+        GlobalPolicy::GlobalWithoutCost,
+        GlobalPolicy::RoundRobin,
+        GlobalPolicy::NearestRegion,
+    ];
+
+    /// Its name on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            GlobalPolicy::Global => "infergate-global",
+            GlobalPolicy::GlobalWithoutCost => "infergate-global-without-cost",
+            GlobalPolicy::RoundRobin => "round-robin-clusters",
+            GlobalPolicy::NearestRegion => "nearest-region",
+        }
+    }
+
+    /// The policy named `name`.
+    pub fn named(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.name() == name)
+    }
+}
+
+/// One tier replica: the callers of one region reach it.
+struct Front {
+    region: String,
+    members: Vec<Member>,
+    /// The baselines' smooth weighted round-robin: each member's current weight.
+    current: Vec<f64>,
+    rng: SplitMix64,
+}
+
+struct ClusterState {
+    region: String,
+    name: String,
+    /// Cut off now.
+    down: bool,
+    /// Its control plane's refreshes, as its status document counts them.
+    sequence: u64,
+}
+
+/// What becomes of an attempt.
+enum Next {
+    Member(usize),
+    Refused(u16),
+    Failed,
+}
+
+/// The tier's state in a run.
+pub(crate) struct TierSim {
+    settings: TierSettings,
+    policy: GlobalPolicy,
+    model: String,
+    pull_interval: Duration,
+    pull_timeout: Duration,
+    connect_timeout: Duration,
+    max_attempts: u32,
+    clusters: Vec<ClusterState>,
+    fronts: Vec<Front>,
+    /// The faulty cluster and its window, if the run has one.
+    fault: Option<(usize, Duration, Duration)>,
+    /// Per request: its caller's tier replica.
+    caller: Vec<usize>,
+    /// Per request: when the caller sent it.
+    pub caller_sent: Vec<Duration>,
+    /// Per request: the clusters tried, as bits.
+    tried: Vec<u64>,
+    /// Per request: the attempt in flight (member, status generation).
+    flight: Vec<Option<(usize, u64)>>,
+    /// Per request: the cluster that took it.
+    pub served_by: Vec<Option<usize>>,
+    /// Attempts moved to another member after one failed.
+    pub failovers: u64,
+    /// The last attempt sent to the faulty cluster while it was cut off.
+    pub last_to_faulty: Option<Duration>,
+    /// Requests lost at the cut-off cluster: held there when it was cut, or reaching it after.
+    pub lost_in_flight: u64,
+    /// Requests that ran out of attempts, every one of them timed out.
+    pub out_of_attempts: u64,
+    pull_rng: SplitMix64,
+}
+
+/// Where a run's tier starts.
+pub(crate) struct TierSetup<'a> {
+    pub config: &'a ResolvedGlobal,
+    pub policy: GlobalPolicy,
+    pub model: String,
+    /// Each request's caller region, as an index into `callers`.
+    pub caller: Vec<usize>,
+    pub callers: Vec<String>,
+    /// The faulty cluster and its window.
+    pub fault: Option<(usize, Duration, Duration)>,
+    pub seed: u64,
+}
+
+impl TierSim {
+    pub fn new(setup: TierSetup<'_>) -> Self {
+        let g = setup.config;
+        let fronts = setup
+            .callers
+            .iter()
+            .enumerate()
+            .map(|(f, region)| Front {
+                region: region.clone(),
+                members: g.members.iter().map(Member::from_resolved).collect(),
+                current: vec![0.0; g.members.len()],
+                rng: SplitMix64::new(setup.seed ^ 0x6100_0000 ^ f as u64),
+            })
+            .collect();
+        let n = setup.caller.len();
+        TierSim {
+            settings: TierSettings::from_resolved(g),
+            policy: setup.policy,
+            model: setup.model,
+            pull_interval: g.status.interval.value,
+            pull_timeout: g.status.timeout.value,
+            connect_timeout: g.routing.connect_timeout.value,
+            max_attempts: g.routing.max_attempts.value,
+            clusters: g
+                .members
+                .iter()
+                .map(|m| ClusterState {
+                    region: m.region.clone(),
+                    name: m.name.clone(),
+                    down: false,
+                    sequence: 0,
+                })
+                .collect(),
+            fronts,
+            fault: setup.fault,
+            caller: setup.caller,
+            caller_sent: vec![Duration::ZERO; n],
+            tried: vec![0; n],
+            flight: vec![None; n],
+            served_by: vec![None; n],
+            failovers: 0,
+            last_to_faulty: None,
+            lost_in_flight: 0,
+            out_of_attempts: 0,
+            pull_rng: SplitMix64::new(setup.seed ^ 0x9011_0000),
+        }
+    }
+
+    /// The first pull of every member by every tier replica, each at its own phase.
+    pub fn first_pulls(&mut self) -> Vec<(Duration, Ev)> {
+        let mut out = Vec::new();
+        for f in 0..self.fronts.len() {
+            for m in 0..self.clusters.len() {
+                let phase = self.pull_interval.mul_f64(self.pull_rng.next_f64());
+                out.push((phase, Ev::Pull(f, m)));
+            }
+        }
+        out
+    }
+
+    /// When the fault starts and heals.
+    pub fn fault_events(&self) -> Vec<(Duration, Ev)> {
+        self.fault.map_or_else(Vec::new, |(_, from, until)| {
+            vec![(from, Ev::Fault(true)), (until, Ev::Fault(false))]
+        })
+    }
+
+    /// Half the round trip between the regions of tier replica `front` and member `member`.
+    pub fn one_way(&self, front: usize, member: usize) -> Duration {
+        let (a, b) = (&self.fronts[front].region, &self.clusters[member].region);
+        let rtt = self
+            .settings
+            .region_latencies
+            .between(a, b)
+            .or_else(|| self.settings.region_latencies.farthest())
+            .unwrap_or(Duration::ZERO);
+        rtt / 2
+    }
+
+    /// Request `i`'s caller's tier replica.
+    pub fn front_of(&self, i: usize) -> usize {
+        self.caller[i]
+    }
+
+    /// Member `m`'s region.
+    pub fn region_of(&self, m: usize) -> &str {
+        &self.clusters[m].region
+    }
+
+    /// Tier replica `f`'s region.
+    pub fn front_region(&self, f: usize) -> &str {
+        &self.fronts[f].region
+    }
+
+    /// The member names, in order.
+    pub fn names(&self) -> Vec<String> {
+        self.clusters.iter().map(|c| c.name.clone()).collect()
+    }
+
+    /// The members to try for a request of tier replica `f`, best first.
+    fn order(&mut self, f: usize, now: Duration) -> Result<Vec<usize>, Refusal> {
+        let front = &mut self.fronts[f];
+        if matches!(
+            self.policy,
+            GlobalPolicy::Global | GlobalPolicy::GlobalWithoutCost
+        ) {
+            let req = Request {
+                model: &self.model,
+                caller_region: Some(&front.region),
+            };
+            return rank(&front.members, req, now, &self.settings, &mut front.rng)
+                .map(|ranked| ranked.into_iter().map(|r| r.member).collect());
+        }
+        let up: Vec<usize> = (0..front.members.len())
+            .filter(|&m| front.members[m].state.availability(now) == Availability::Available)
+            .collect();
+        if up.is_empty() {
+            return Err(Refusal::NoneAvailable);
+        }
+        // Smooth weighted round-robin over those that are up, by capacity: the first is the
+        // pick, the rest follow in the order they would be picked next.
+        let capacity = |m: &Member| {
+            let ready = m
+                .state
+                .status()
+                .and_then(|st| st.pool_for(&self.model))
+                .map_or(1, |p| p.ready_endpoints.max(1));
+            m.weight * f64::from(ready)
+        };
+        let total: f64 = up.iter().map(|&m| capacity(&front.members[m])).sum();
+        for &m in &up {
+            front.current[m] += capacity(&front.members[m]);
+        }
+        let mut order = up.clone();
+        order.sort_by(|&a, &b| {
+            front.current[b]
+                .total_cmp(&front.current[a])
+                .then(a.cmp(&b))
+        });
+        front.current[order[0]] -= total;
+        if self.policy == GlobalPolicy::NearestRegion {
+            let near = |m: usize| {
+                let r = &front.members[m].region;
+                self.settings
+                    .region_latencies
+                    .between(&front.region, r)
+                    .unwrap_or(Duration::MAX)
+            };
+            // Stable: the rotation orders members of one region.
+            order.sort_by_key(|&m| near(m));
+        }
+        Ok(order)
+    }
+
+    /// The next member for request `i` at `now`, its attempt counted as sent.
+    fn next(&mut self, i: usize, now: Duration) -> Next {
+        let tried = self.tried[i];
+        if tried.count_ones() >= self.max_attempts {
+            return Next::Failed;
+        }
+        let f = self.caller[i];
+        let order = match self.order(f, now) {
+            Ok(order) => order,
+            Err(refusal) if tried == 0 => {
+                return Next::Refused(match refusal {
+                    Refusal::UnknownModel => 404,
+                    Refusal::NoneAvailable => 503,
+                    Refusal::AllSaturated { .. } => 429,
+                })
+            }
+            Err(_) => return Next::Failed,
+        };
+        let Some(m) = order.into_iter().find(|&m| tried & (1 << m) == 0) else {
+            return Next::Failed;
+        };
+        if tried != 0 {
+            self.failovers += 1;
+        }
+        self.tried[i] |= 1 << m;
+        let generation = self.fronts[f].members[m].state.on_sent();
+        self.flight[i] = Some((m, generation));
+        if let Some((faulty, from, until)) = self.fault {
+            if m == faulty && now >= from && now < until {
+                self.last_to_faulty = Some(now);
+            }
+        }
+        Next::Member(m)
+    }
+
+    /// Request `i`'s attempt ended; `outcome`, if given, is recorded for outlier detection.
+    fn end_attempt(&mut self, i: usize, now: Duration, outcome: Option<AttemptOutcome>) {
+        let f = self.caller[i];
+        let Some((m, generation)) = self.flight[i].take() else {
+            return;
+        };
+        let members = &mut self.fronts[f].members;
+        let room = room_to_eject(members, now);
+        let member = &mut members[m];
+        member.state.on_done(generation);
+        if let Some(outcome) = outcome {
+            member
+                .state
+                .on_attempt(outcome, now, &self.settings.outlier, || room);
+        }
+    }
+
+    /// Member `m`'s answer reached request `i`'s tier replica: it is in flight again, under
+    /// the credit it was sent with.
+    fn answered(&mut self, i: usize, m: usize, now: Duration) {
+        let f = self.caller[i];
+        let members = &mut self.fronts[f].members;
+        let room = room_to_eject(members, now);
+        members[m].state.on_attempt(
+            AttemptOutcome::Answered,
+            now,
+            &self.settings.outlier,
+            || room,
+        );
+    }
+}
+
+impl Sim<'_> {
+    /// A caller sends request `i` (multi-cluster runs only).
+    pub(crate) fn tier_send(&mut self, i: usize, now: Duration) {
+        let Some(tier) = self.tier.as_mut() else {
+            return;
+        };
+        tier.caller_sent[i] = now;
+        self.outcomes[i].sent = now;
+        self.tier_attempt(i, now);
+    }
+
+    /// Request `i`'s attempt at a cut-off member timed out: on to the next.
+    pub(crate) fn tier_retry(&mut self, i: usize, now: Duration) {
+        if let Some(tier) = self.tier.as_mut() {
+            tier.end_attempt(i, now, Some(AttemptOutcome::Failed));
+        }
+        self.tier_attempt(i, now);
+    }
+
+    fn tier_attempt(&mut self, i: usize, now: Duration) {
+        let Some(tier) = self.tier.as_mut() else {
+            return;
+        };
+        match tier.next(i, now) {
+            Next::Member(m) if tier.clusters[m].down => {
+                // A black hole: no answer, not even a refusal, until the connect timeout.
+                let at = now + tier.connect_timeout;
+                self.heap.push(Reverse((at, Ev::Retry(i))));
+            }
+            Next::Member(m) => {
+                let at = now + tier.one_way(tier.front_of(i), m);
+                tier.answered(i, m, now);
+                tier.served_by[i] = Some(m);
+                self.dealt_to[i] = m as u32;
+                self.heap.push(Reverse((at, Ev::Arrival(i))));
+            }
+            Next::Refused(status) => {
+                self.outcomes[i].refused = Some(status);
+                self.unfinished -= 1;
+            }
+            Next::Failed => {
+                tier.out_of_attempts += 1;
+                self.outcomes[i].error = true;
+                self.unfinished -= 1;
+            }
+        }
+    }
+
+    /// Request `i` ended at its cluster (finished, failed, or refused with `status`).
+    pub(crate) fn tier_settled(&mut self, i: usize, now: Duration, status: Option<u16>) {
+        let Some(tier) = self.tier.as_mut() else {
+            return;
+        };
+        let member = tier.flight[i].map(|(m, _)| m);
+        tier.end_attempt(i, now, None);
+        if let (Some(m), Some(429)) = (member, status) {
+            let f = tier.caller[i];
+            tier.fronts[f].members[m]
+                .state
+                .on_throttled(now, DEFAULT_RETRY_AFTER);
+        }
+    }
+
+    /// Whether request `i` may go on at its cluster; if the cluster is cut off, the request
+    /// fails there (after `admitted` by its flow control, which then counts it done).
+    pub(crate) fn cluster_accepts(&mut self, i: usize, now: Duration, admitted: bool) -> bool {
+        let Some(tier) = self.tier.as_mut() else {
+            return true;
+        };
+        let c = self.dealt_to[i] as usize;
+        if !tier.clusters[c].down {
+            return true;
+        }
+        tier.lost_in_flight += 1;
+        self.outcomes[i].error = true;
+        self.unfinished -= 1;
+        if admitted {
+            if let Some(gate) = self.gateways[c].gate.as_mut() {
+                gate.complete(now);
+            }
+        }
+        self.tier_settled(i, now, None);
+        false
+    }
+
+    /// Tier replica `f` pulls member `m`'s status.
+    pub(crate) fn tier_pull(&mut self, f: usize, m: usize, now: Duration) {
+        let Some(tier) = self.tier.as_mut() else {
+            return;
+        };
+        let jitter = 0.9 + 0.2 * tier.pull_rng.next_f64();
+        let next = now + tier.pull_interval.mul_f64(jitter);
+        self.heap.push(Reverse((next, Ev::Pull(f, m))));
+        if tier.clusters[m].down {
+            let at = now + tier.pull_timeout;
+            self.heap.push(Reverse((at, Ev::PullMissed(f, m))));
+            return;
+        }
+        tier.clusters[m].sequence += 1;
+        let gateway = &self.gateways[m];
+        let max_age = gateway
+            .picker
+            .as_ref()
+            .map_or(infergate_picker::DEFAULT_MAX_METRICS_AGE, |p| {
+                p.policy().max_metrics_age()
+            });
+        let readiness = Readiness::of(&gateway.pool, now, max_age);
+        let (queued, saturation) = gateway
+            .gate
+            .as_ref()
+            .map_or((0, 0.0), |g| (g.queued(), g.saturation()));
+        let doc = MemberStatus {
+            api_version: MEMBER_STATUS_API_VERSION.to_owned(),
+            kind: MEMBER_STATUS_KIND.to_owned(),
+            sequence: tier.clusters[m].sequence,
+            clock_unix_ms: u64::try_from(now.as_millis()).unwrap_or(u64::MAX),
+            pools: vec![PoolStatus {
+                models: vec![tier.model.clone()],
+                ..PoolStatus::from_readiness(&tier.clusters[m].name, readiness, queued, saturation)
+            }],
+        };
+        tier.fronts[f].members[m]
+            .state
+            .on_pull(doc, now, &tier.settings);
+    }
+
+    /// Tier replica `f`'s pull of member `m` timed out.
+    pub(crate) fn tier_pull_missed(&mut self, f: usize, m: usize) {
+        if let Some(tier) = self.tier.as_mut() {
+            let settings = &tier.settings;
+            tier.fronts[f].members[m].state.on_pull_failed(settings);
+        }
+    }
+
+    /// The run's fault starts (`down`) or heals. When it starts, every request held by the
+    /// cluster's replicas fails: nothing they answer reaches the caller.
+    pub(crate) fn tier_fault(&mut self, down: bool, now: Duration) {
+        let Some(tier) = self.tier.as_mut() else {
+            return;
+        };
+        let Some((c, _, _)) = tier.fault else {
+            return;
+        };
+        tier.clusters[c].down = down;
+        if !down {
+            return;
+        }
+        let range = self.gateways[c].replicas.clone();
+        let mut lost: Vec<((usize, infergate_engine::RequestId), usize)> = self
+            .owner
+            .iter()
+            .filter(|((e, _), _)| range.contains(e))
+            .map(|(&k, &i)| (k, i))
+            .collect();
+        // The map's order is the hasher's; the run's is the requests'.
+        lost.sort_by_key(|&(_, i)| i);
+        tier.lost_in_flight += lost.len() as u64;
+        for (key, i) in lost {
+            self.owner.remove(&key);
+            self.outcomes[i].error = true;
+            self.dispatches[i] = None;
+            self.unfinished -= 1;
+            if let Some(gate) = self.gateways[c].gate.as_mut() {
+                gate.complete(now);
+            }
+            self.tier_settled(i, now, None);
+        }
+    }
+}
