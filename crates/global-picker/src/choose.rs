@@ -130,7 +130,8 @@ fn credit_per_request(ready: u32) -> f64 {
 
 /// How many requests the tier may have sent a member with headroom `elapsed` after its status,
 /// having sent it `before` between the status before and this one: a quarter more than that,
-/// at least two per ready endpoint, spread evenly over the status interval (at least one).
+/// at least two per ready endpoint, spread evenly over the status interval, plus a burst of two
+/// per ready endpoint.
 ///
 /// A status is up to a second old, and what one more request adds to a model server's
 /// saturation depends on how fast requests arrive (each prefill slows every decode step), not
@@ -140,13 +141,16 @@ fn credit_per_request(ready: u32) -> f64 {
 /// --global`). Growing by a quarter per status and pacing it lets the next status say where
 /// the member's room ends, and interleaves its requests with the other members'.
 fn send_allowance(before: u32, ready: u32, elapsed: Duration, interval: Duration) -> f64 {
-    let per_interval = (f64::from(before) * 1.25).max(2.0 * f64::from(ready.max(1)));
+    let floor = 2.0 * f64::from(ready.max(1));
+    let per_interval = (f64::from(before) * 1.25).max(floor);
     let share = if interval.is_zero() {
         1.0
     } else {
         (elapsed.as_secs_f64() / interval.as_secs_f64()).min(1.0)
     };
-    (per_interval * share).max(1.0)
+    // The floor again as a burst: requests that arrive together (clients in step, a retry
+    // wave) are not spilled for coming a moment ahead of the pace.
+    per_interval * share + floor
 }
 
 /// The members to try for `req` at `now`, best first; at least one, or the reason for none.

@@ -285,11 +285,11 @@ fn traffic_fills_the_cheapest_member_then_spills_before_anyone_queues() {
     assert_eq!(order(&ms, req("m"), s(1.1), &st), ["dear", "cheap"]);
     // Requests sent since the status count against the headroom too: nothing was sent in
     // the interval before, so the cheap member may take two per ready endpoint in this one,
-    // spread over it — one by 0.1 s, six by 0.75 s.
+    // spread over it, plus a burst of as many — 8.8 by 0.1 s, 14 by 0.75 s.
     ms[0]
         .state
         .on_pull(doc(3, vec![pool("m", 0.4, 0, 0.5)]), s(2.0), &st);
-    for _ in 0..6 {
+    for _ in 0..13 {
         let _ = ms[0].state.on_sent();
     }
     assert_eq!(order(&ms, req("m"), s(2.1), &st), ["dear", "cheap"]);
@@ -307,28 +307,29 @@ fn a_member_with_headroom_takes_a_quarter_more_each_status_spread_over_it() {
     ms[0]
         .state
         .on_pull(doc(1, vec![pool("m", 0.9, 0, 0.1)]), s(0.0), &st);
-    // Nothing sent before: two per ready endpoint (8) over the 1 s interval, 4 by half of it.
-    for _ in 0..3 {
+    // Nothing sent before: two per ready endpoint (8) over the 1 s interval, 4 by half of it,
+    // and a burst of 8.
+    for _ in 0..11 {
         let _ = ms[0].state.on_sent();
     }
-    assert!(headroom(&ms, 0.5), "3 of 4");
+    assert!(headroom(&ms, 0.5), "11 of 12");
     let _ = ms[0].state.on_sent();
-    assert!(!headroom(&ms, 0.5), "4 of 4");
-    assert!(headroom(&ms, 0.75), "4 of 6");
-    for _ in 0..16 {
+    assert!(!headroom(&ms, 0.5), "12 of 12");
+    assert!(headroom(&ms, 0.75), "12 of 14");
+    for _ in 0..8 {
         let _ = ms[0].state.on_sent();
     }
-    // 20 sent in that interval: a quarter more (25) over the next, 12.5 by half of it.
+    // 20 sent in that interval: a quarter more (25) over the next, 12.5 by half of it, + 8.
     ms[0]
         .state
         .on_pull(doc(2, vec![pool("m", 0.9, 0, 0.1)]), s(1.0), &st);
     assert_eq!(ms[0].state.sends(), (0, 20));
-    for _ in 0..12 {
+    for _ in 0..20 {
         let _ = ms[0].state.on_sent();
     }
-    assert!(headroom(&ms, 1.5), "12 of 12.5");
+    assert!(headroom(&ms, 1.5), "20 of 20.5");
     let _ = ms[0].state.on_sent();
-    assert!(!headroom(&ms, 1.5), "13 of 12.5");
+    assert!(!headroom(&ms, 1.5), "21 of 20.5");
     // The first request after a status always may go.
     ms[0]
         .state

@@ -90,7 +90,8 @@ pub fn run(r: &GlobalRun<'_>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One scenario's table: per load and policy, TTFT, goodput, failures, cost and where the
+/// One scenario's table: per load and policy, TTFT (of the answered), goodput, the share
+/// refused (429 from the tier or a cluster's flow control), failures, cost and where the
 /// requests went.
 fn markdown(s: &GlobalScenario, points: &[GlobalPoint]) -> String {
     let mut out = String::new();
@@ -127,9 +128,9 @@ fn markdown(s: &GlobalScenario, points: &[GlobalPoint]) -> String {
     }
     let _ = writeln!(
         out,
-        "\n| load | policy | TTFT P50 ms | TTFT P99 ms (seeds) | goodput req/s (seeds) | failed (in flight / unstarted) | $/M tokens | cross-region | shares | last to faulty s |"
+        "\n| load | policy | TTFT P50 ms | TTFT P99 ms (seeds) | goodput req/s (seeds) | refused | failed (in flight / unstarted) | $/M tokens | cross-region | shares | last to faulty s |"
     );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|");
     for p in points {
         let f = &p.result.figures;
         let shares: Vec<String> = p
@@ -140,7 +141,7 @@ fn markdown(s: &GlobalScenario, points: &[GlobalPoint]) -> String {
             .collect();
         let _ = writeln!(
             out,
-            "| {:.2} | {} | {:.0} | {:.0} ({:.0}–{:.0}) | {:.2} ({:.2}–{:.2}) | {} ({} / {}) | {:.3} | {:.0} % | {} % | {} |",
+            "| {:.2} | {} | {:.0} | {:.0} ({:.0}–{:.0}) | {:.2} ({:.2}–{:.2}) | {:.1} % | {} ({} / {}) | {:.3} | {:.0} % | {} % | {} |",
             p.load,
             f.policy,
             f.ttft_ms.p50,
@@ -150,6 +151,7 @@ fn markdown(s: &GlobalScenario, points: &[GlobalPoint]) -> String {
             f.goodput_rps,
             f.spread.goodput_rps.min,
             f.spread.goodput_rps.max,
+            f.shed as f64 * 100.0 / f.measured.max(1) as f64,
             p.result.failed,
             p.result.failed_in_flight,
             p.result.failed_unstarted,

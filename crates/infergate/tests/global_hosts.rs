@@ -263,6 +263,9 @@ fn a_black_holed_member_loses_its_traffic_within_five_seconds_and_comes_back_on_
         admin,
         "infergate_global_member_ramp_weight{member=\"east-a\"}",
     );
+    // Past the ramp, its share still grows by at most a quarter a second (docs/global.md,
+    // "Headroom"), from what it took while ramping: a few seconds more and it has it all.
+    std::thread::sleep(Duration::from_secs(5));
     let log = load.finish();
     report("black hole", moved, &log, cut);
     eprintln!(
@@ -307,13 +310,18 @@ fn a_lost_region_moves_its_traffic_to_the_next_region_within_five_seconds() {
             .is_some_and(|s| s.matches("\"state\":\"available\"").count() == 3)
     });
     let load = Load::start(port);
-    std::thread::sleep(Duration::from_secs(2));
+    // The near members' share grows by at most a quarter a second from the start (docs/global.md,
+    // "Headroom"): the last 2 s of 8 are the steady state.
+    std::thread::sleep(Duration::from_secs(8));
     east_a.ns.black_hole();
     east_b.ns.black_hole();
     let cut = Instant::now();
     let moved = last_attempt_after(admin, &["east-a", "east-b"], cut, Duration::from_secs(8));
     let log = load.finish();
-    let before: Vec<&Sent> = log.iter().filter(|s| s.at < cut).collect();
+    let before: Vec<&Sent> = log
+        .iter()
+        .filter(|s| s.at < cut && s.at + Duration::from_secs(2) >= cut)
+        .collect();
     let far = before
         .iter()
         .filter(|s| s.member.as_deref() == Some("west-a"))
