@@ -41,7 +41,7 @@ pub struct Member {
     pub region: String,
     /// Its cost rank (price or tier; 0 for all when no cost is configured).
     pub cost_rank: f64,
-    /// Its relative capacity. Invariant: positive.
+    /// One endpoint's capacity relative to other members'. Invariant: positive.
     pub weight: f64,
     /// What the tier knows of it.
     pub state: MemberState,

@@ -696,3 +696,165 @@ fn a_member_behind_tls_is_reached_with_its_ca_and_refused_without_it() {
     assert_eq!(refused.status, 502, "{}", refused.body);
     assert!(refused.body.contains("members_failed"), "{}", refused.body);
 }
+
+/// A relay in front of a member's admin listener: it passes every request through until
+/// frozen, then answers each with the last response it passed. To the tier this is the
+/// member's control plane stopping while its listeners still answer — the status document
+/// keeps coming, its sequence no longer moving — with the member itself untouched.
+struct StatusRelay {
+    port: u16,
+    frozen: Arc<AtomicBool>,
+}
+
+impl StatusRelay {
+    fn start(admin: u16) -> StatusRelay {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let frozen = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&frozen);
+        std::thread::spawn(move || {
+            use std::io::{BufRead, BufReader, Write};
+            let mut last = String::new();
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                if reader.read_line(&mut line).is_err() {
+                    continue;
+                }
+                let path = line.split(' ').nth(1).unwrap_or("/").to_owned();
+                // The rest of the head: a pull has no body.
+                loop {
+                    let mut header = String::new();
+                    match reader.read_line(&mut header) {
+                        Ok(n) if n > 2 => {}
+                        _ => break,
+                    }
+                }
+                if !flag.load(Ordering::Relaxed) {
+                    if let Some(raw) = get(admin, &path) {
+                        last = raw;
+                    }
+                }
+                let _ = stream.write_all(last.as_bytes());
+            }
+        });
+        StatusRelay { port, frozen }
+    }
+}
+
+#[test]
+fn a_member_whose_status_freezes_while_it_serves_loses_its_traffic_and_nothing_fails() {
+    let dir = TempDir::new("global-frozen");
+    let east = member(&dir, "east", "llama");
+    let west = member(&dir, "west", "llama");
+    let relay = StatusRelay::start(east.admin);
+    let file = dir.path().join("global.yaml");
+    std::fs::write(
+        &file,
+        common::global_config(
+            &[
+                (
+                    "east-a",
+                    format!("127.0.0.1:{}", east.port),
+                    format!("127.0.0.1:{}", relay.port),
+                    "east",
+                ),
+                (
+                    "west-a",
+                    format!("127.0.0.1:{}", west.port),
+                    format!("127.0.0.1:{}", west.admin),
+                    "west",
+                ),
+            ],
+            "",
+        ),
+    )
+    .unwrap();
+    let (_tier, port, admin) = global_ready(&file);
+    common::wait_for("both members available", || {
+        get(admin, "/status/global")
+            .is_some_and(|s| s.matches("\"state\":\"available\"").count() == 2)
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let log: Arc<Mutex<Vec<Sent>>> = Arc::default();
+    let clients: Vec<_> = (0..2)
+        .map(|_| {
+            let (stop, log) = (Arc::clone(&stop), Arc::clone(&log));
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let a = post(
+                        port,
+                        "/v1/chat/completions",
+                        &[],
+                        &chat("llama"),
+                        Duration::from_secs(30),
+                    );
+                    log.lock().unwrap().push(Sent {
+                        at: a.sent,
+                        status: a.status,
+                        member: a.header("x-infergate-member").map(str::to_owned),
+                    });
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            })
+        })
+        .collect();
+    // The nearest member's share grows to all of it (docs/global.md, "Headroom").
+    std::thread::sleep(Duration::from_secs(8));
+    relay.frozen.store(true, Ordering::Relaxed);
+    let frozen = Instant::now();
+    let series = "infergate_global_member_requests_total{member=\"east-a\"}";
+    let mut last = metric(admin, series);
+    let mut last_change = frozen;
+    while frozen.elapsed() < Duration::from_secs(8) {
+        std::thread::sleep(Duration::from_millis(50));
+        let now = metric(admin, series);
+        if now != last {
+            last = now;
+            last_change = Instant::now();
+        }
+    }
+    let status = get(admin, "/status/global").unwrap();
+    stop.store(true, Ordering::Relaxed);
+    for c in clients {
+        c.join().unwrap();
+    }
+    let moved_after = last_change - frozen;
+    let log = log.lock().unwrap().clone();
+    let before: Vec<&Sent> = log
+        .iter()
+        .filter(|s| s.at < frozen && s.at + Duration::from_secs(2) >= frozen)
+        .collect();
+    let after: Vec<&Sent> = log.iter().filter(|s| s.at >= frozen).collect();
+    let failed: Vec<&&Sent> = after.iter().filter(|s| s.status != 200).collect();
+    eprintln!(
+        "frozen status: last request to the frozen member {:.2} s after the freeze; {} requests \
+         after it, {} failed",
+        moved_after.as_secs_f64(),
+        after.len(),
+        failed.len()
+    );
+    assert!(
+        before.iter().all(|s| s.member.as_deref() == Some("east-a")),
+        "the nearest member had the load: {before:?}"
+    );
+    // Its first pull with the same sequence is a miss, and a member whose last pull missed is
+    // tried after every other: the traffic moves within one pull interval (1 s, jittered by a
+    // tenth); three such pulls make it stale.
+    assert!(
+        moved_after <= Duration::from_millis(1_500),
+        "requests reached the frozen member {moved_after:?} after the freeze"
+    );
+    // It kept serving until then, so nothing failed.
+    assert!(failed.is_empty(), "{failed:?}");
+    assert!(status.contains("\"state\":\"stale\""), "{status}");
+    assert!(
+        after
+            .iter()
+            .rev()
+            .take(10)
+            .all(|s| s.member.as_deref() == Some("west-a")),
+        "the other member serves"
+    );
+}

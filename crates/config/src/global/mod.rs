@@ -117,8 +117,9 @@ pub struct MemberSpec {
     /// What its GPUs cost; absent: every member costs the same.
     #[serde(default)]
     pub cost: Option<CostSpec>,
-    /// Its relative capacity (default 1): a member of weight 2 is credited twice the in-flight
-    /// requests before its queue term falls as far as a weight-1 member's.
+    /// The capacity of one of its endpoints relative to other members' (default 1; 2 for GPUs
+    /// twice as fast): its queue term falls half as fast per request in flight. Its number of
+    /// endpoints is read from its status, so its size needs no weight.
     #[serde(default)]
     pub weight: Option<f64>,
     /// A file holding a bearer token sent to the member on every request and status pull

@@ -70,7 +70,7 @@ pub struct ResolvedMember {
     pub zone: Option<String>,
     /// Its cost; `None` when no member has one.
     pub cost: Option<MemberCost>,
-    /// Its relative capacity.
+    /// One endpoint's capacity relative to other members' (see `MemberSpec::weight`).
     pub weight: Setting<f64>,
     /// Where its bearer token is read from.
     pub bearer_token_file: Option<String>,
