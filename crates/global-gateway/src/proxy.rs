@@ -162,6 +162,15 @@ async fn route(tier: &Arc<Tier>, req: Request<Incoming>, arrived: Instant) -> Re
                         ),
                     });
                 }
+                // After a failed attempt every other member is saturated: the request has not
+                // started, so it is refused as saturated (429, retry later), not failed.
+                Err(Refusal::AllSaturated { retry_after }) => {
+                    drop(guard);
+                    return own(ApiError::members_saturated(
+                        &parsed.model,
+                        retry_after.as_secs_f64().ceil().max(1.0) as u64,
+                    ));
+                }
                 // Every member left is out now: what the tried ones said is the answer.
                 Err(_) => None,
             }

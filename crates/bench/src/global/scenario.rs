@@ -212,6 +212,36 @@ pub fn all() -> Vec<GlobalScenario> {
             fault: None,
             spill_at: None,
         },
+        // Held out: added after the tier's fixes and run once, never tuned on. Two regions, a
+        // 70B at TP4, bursty arrivals; the cheaper region cut off.
+        GlobalScenario {
+            id: "two-regions-70b",
+            clusters: vec![
+                Cluster {
+                    name: "us-east-1",
+                    region: "us-east",
+                    price_per_gpu_hour: 4.0,
+                    fleet: vec![ReplicaKind::new("llama-3.1-70b", "h100", 4, 3)],
+                },
+                Cluster {
+                    name: "eu-west-1",
+                    region: "eu-west",
+                    price_per_gpu_hour: 2.5,
+                    fleet: vec![ReplicaKind::new("llama-3.1-70b", "h100", 4, 3)],
+                },
+            ],
+            callers: vec![("us-east", 0.6), ("eu-west", 0.4)],
+            round_trips_ms: vec![("us-east", "eu-west", 75)],
+            arrivals: Arrivals::Gamma { cv: 3.0 },
+            lengths: Lengths::AzureConversation,
+            load: 0.6,
+            fault: Some(ClusterFault {
+                cluster: "eu-west-1",
+                from: 0.3,
+                until: 0.55,
+            }),
+            spill_at: None,
+        },
     ]
 }
 

@@ -305,11 +305,13 @@ impl TierSim {
         let f = self.caller[i];
         let order = match self.order(f, now) {
             Ok(order) => order,
+            // Saturated, before or after a failed attempt: refused, as the live tier does (the
+            // request has not started).
+            Err(Refusal::AllSaturated { .. }) => return Next::Refused(429),
             Err(refusal) if tried == 0 => {
                 return Next::Refused(match refusal {
                     Refusal::UnknownModel => 404,
-                    Refusal::NoneAvailable => 503,
-                    Refusal::AllSaturated { .. } => 429,
+                    _ => 503,
                 })
             }
             Err(_) => return Next::Failed,
