@@ -93,8 +93,9 @@ pub struct BenchArgs {
     gateway_replicas: Vec<u32>,
     /// Run a multi-cluster scenario (or `all`) instead: one infergate gateway per cluster, the
     /// global tier in every caller region, a cluster cut off mid-run; the tier's policy
-    /// (`infergate-global`) against `round-robin-clusters` and `nearest-region` (--policies
-    /// picks among them), at each --load, on P99 TTFT, goodput and cost per million tokens.
+    /// (`infergate-global`, and `infergate-global-without-cost` without the members' prices)
+    /// against `round-robin-clusters` and `nearest-region` (--policies picks among them), at
+    /// each --load, on P99 TTFT, goodput and cost per million tokens.
     #[arg(long, value_name = "ID|all")]
     global: Option<String>,
     /// With --global: the tier's `routing.spillAt` instead of its default (the saturation from
@@ -125,6 +126,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     if let Some(id) = &args.global {
         return global(&args, id);
+    }
+    if args.spill_at.is_some() {
+        bail!("--spill-at sets the global tier's spillAt for --global: add --global ID|all or drop it");
     }
     let mut scenarios: Vec<Scenario> = match (args.scenario.as_deref(), args.seed_table) {
         _ if args.trace.is_some() || args.fleet.is_some() => {

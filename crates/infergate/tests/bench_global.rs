@@ -83,4 +83,11 @@ fn a_wrong_scenario_policy_or_flag_is_named() {
     assert!(err.contains("drop --scenario"), "{err}");
     let err = run(&["--global", "all", "--capacity"]);
     assert!(err.contains("drop --capacity"), "{err}");
+    let err = run(&["--scenario", "mixed-gpu-8b", "--spill-at", "0.5"]);
+    assert!(
+        err.contains("--spill-at sets the global tier's spillAt"),
+        "{err}"
+    );
+    let err = run(&["--global", "three-regions-8b", "--spill-at", "1.5"]);
+    assert!(err.contains("spillAt"), "{err}");
 }
