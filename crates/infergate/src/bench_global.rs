@@ -43,6 +43,10 @@ pub fn run(r: &GlobalRun<'_>) -> anyhow::Result<()> {
     };
     for s in &mut scenarios {
         s.spill_at = r.spill_at.or(s.spill_at);
+        // The tier's config is checked before any run, so a bad --spill-at is named at once.
+        if let Err(e) = s.tier_config(true) {
+            bail!("{}: the global tier's config: {e}", s.id);
+        }
     }
     let policies: Vec<GlobalPolicy> = if r.policies.is_empty() {
         GlobalPolicy::ALL.to_vec()
