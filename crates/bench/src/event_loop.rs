@@ -143,16 +143,20 @@ impl Sim<'_> {
                 self.owner.insert((e, id), i);
                 self.schedule(e, now);
             }
-            None => {
-                self.outcomes[i].error = true;
-                self.dispatches[i] = None;
-                self.unfinished -= 1;
-                if let Some(gate) = self.gateways[g].gate.as_mut() {
-                    gate.complete(now);
-                }
-                self.tier_settled(i, now, None);
-            }
+            None => self.fail(i, Some(g), now),
         }
+    }
+
+    /// Request `i` failed at `now`: after gateway `admitted_by`'s flow control let it through
+    /// (that gate counts it done), or before it met one (`None`).
+    pub(crate) fn fail(&mut self, i: usize, admitted_by: Option<usize>, now: Duration) {
+        self.outcomes[i].error = true;
+        self.dispatches[i] = None;
+        self.unfinished -= 1;
+        if let Some(gate) = admitted_by.and_then(|g| self.gateways[g].gate.as_mut()) {
+            gate.complete(now);
+        }
+        self.tier_settled(i, now, None);
     }
 
     fn refuse(&mut self, i: usize, status: u16, now: Duration) {

@@ -8,10 +8,13 @@
 mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{get, global_ready, instant_replica, metric, post, serve_ready, Running, TempDir};
+use common::{
+    get, global_ready, instant_replica, last_attempt_after, metric, post, serve_ready, Load,
+    Running, Sent, TempDir,
+};
 
 /// A member: its replica, its gateway, the gateway's data and admin ports.
 struct Member {
@@ -178,14 +181,6 @@ fn the_tier_routes_by_model_and_region_and_reports_its_members() {
     drop((east, west, other));
 }
 
-/// One request of the steady load: when it was sent, who answered, with what.
-#[derive(Debug, Clone)]
-struct Sent {
-    at: Instant,
-    status: u16,
-    member: Option<String>,
-}
-
 #[test]
 fn a_member_killed_under_load_loses_its_traffic_within_five_seconds_and_nothing_fails() {
     let dir = TempDir::new("global-failover");
@@ -205,41 +200,16 @@ fn a_member_killed_under_load_loses_its_traffic_within_five_seconds_and_nothing_
 
     // Two clients, each sending one request after another (two in flight at most: the near
     // member keeps the load, its queue term never falling by more than proximity is worth).
-    let stop = Arc::new(AtomicBool::new(false));
-    let log: Arc<Mutex<Vec<Sent>>> = Arc::default();
-    let clients: Vec<_> = (0..2)
-        .map(|_| {
-            let (stop, log) = (Arc::clone(&stop), Arc::clone(&log));
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    let a = post(
-                        port,
-                        "/v1/chat/completions",
-                        &[],
-                        &chat("llama"),
-                        Duration::from_secs(30),
-                    );
-                    log.lock().unwrap().push(Sent {
-                        at: a.sent,
-                        status: a.status,
-                        member: a.header("x-infergate-member").map(str::to_owned),
-                    });
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-            })
-        })
-        .collect();
+    let load = Load::start(port);
     // A member's traffic grows by at most a quarter per status interval while it has headroom
     // (docs/global.md, "Headroom"): from the start the load is spread by load, the nearest
     // member's share growing each second until, by the sixth, it takes it all.
     let started = Instant::now();
     std::thread::sleep(Duration::from_secs(8));
-    let steady: Vec<Sent> = log
-        .lock()
-        .unwrap()
-        .iter()
+    let steady: Vec<Sent> = load
+        .sent()
+        .into_iter()
         .filter(|s| s.at >= started + Duration::from_secs(6))
-        .cloned()
         .collect();
     assert!(
         steady.len() > 20,
@@ -254,28 +224,8 @@ fn a_member_killed_under_load_loses_its_traffic_within_five_seconds_and_nothing_
     // Kill east's gateway outright, then watch the attempts the tier sends it.
     east.gateway.0.kill().unwrap();
     let killed = Instant::now();
-    let mut last_change = killed;
-    let mut last = metric(
-        admin,
-        "infergate_global_member_requests_total{member=\"east-a\"}",
-    );
-    while killed.elapsed() < Duration::from_secs(8) {
-        std::thread::sleep(Duration::from_millis(50));
-        let now = metric(
-            admin,
-            "infergate_global_member_requests_total{member=\"east-a\"}",
-        );
-        if now != last {
-            last = now;
-            last_change = Instant::now();
-        }
-    }
-    stop.store(true, Ordering::Relaxed);
-    for c in clients {
-        c.join().unwrap();
-    }
-    let moved_after = last_change - killed;
-    let log = log.lock().unwrap().clone();
+    let moved_after = last_attempt_after(admin, &["east-a"], killed, Duration::from_secs(8));
+    let log = load.finish();
     let after: Vec<&Sent> = log.iter().filter(|s| s.at >= killed).collect();
     let failed: Vec<&&Sent> = after.iter().filter(|s| s.status != 200).collect();
     eprintln!(
@@ -776,52 +726,14 @@ fn a_member_whose_status_freezes_while_it_serves_loses_its_traffic_and_nothing_f
         get(admin, "/status/global")
             .is_some_and(|s| s.matches("\"state\":\"available\"").count() == 2)
     });
-    let stop = Arc::new(AtomicBool::new(false));
-    let log: Arc<Mutex<Vec<Sent>>> = Arc::default();
-    let clients: Vec<_> = (0..2)
-        .map(|_| {
-            let (stop, log) = (Arc::clone(&stop), Arc::clone(&log));
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    let a = post(
-                        port,
-                        "/v1/chat/completions",
-                        &[],
-                        &chat("llama"),
-                        Duration::from_secs(30),
-                    );
-                    log.lock().unwrap().push(Sent {
-                        at: a.sent,
-                        status: a.status,
-                        member: a.header("x-infergate-member").map(str::to_owned),
-                    });
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-            })
-        })
-        .collect();
+    let load = Load::start(port);
     // The nearest member's share grows to all of it (docs/global.md, "Headroom").
     std::thread::sleep(Duration::from_secs(8));
     relay.frozen.store(true, Ordering::Relaxed);
     let frozen = Instant::now();
-    let series = "infergate_global_member_requests_total{member=\"east-a\"}";
-    let mut last = metric(admin, series);
-    let mut last_change = frozen;
-    while frozen.elapsed() < Duration::from_secs(8) {
-        std::thread::sleep(Duration::from_millis(50));
-        let now = metric(admin, series);
-        if now != last {
-            last = now;
-            last_change = Instant::now();
-        }
-    }
+    let moved_after = last_attempt_after(admin, &["east-a"], frozen, Duration::from_secs(8));
     let status = get(admin, "/status/global").unwrap();
-    stop.store(true, Ordering::Relaxed);
-    for c in clients {
-        c.join().unwrap();
-    }
-    let moved_after = last_change - frozen;
-    let log = log.lock().unwrap().clone();
+    let log = load.finish();
     let before: Vec<&Sent> = log
         .iter()
         .filter(|s| s.at < frozen && s.at + Duration::from_secs(2) >= frozen)

@@ -13,11 +13,12 @@
 mod common;
 
 use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{get, global_ready, http, infergate, metric, post, wait_for, Running, TempDir};
+use common::{
+    get, global_ready, http, infergate, last_attempt_after, metric, wait_for, Load, Running, Sent,
+    TempDir,
+};
 use infergate_test_support::netns::Netns;
 
 /// A member on a host of its own.
@@ -87,91 +88,6 @@ fn config(members: &[(&str, &Host, &str)], extra: &str) -> String {
         .map(|(name, h, region)| (*name, h.data(), h.admin(), *region))
         .collect();
     common::global_config(&members, extra)
-}
-
-const CHAT: &str =
-    r#"{"model": "llama", "max_tokens": 3, "messages": [{"role": "user", "content": "hi"}]}"#;
-
-#[derive(Debug, Clone)]
-struct Sent {
-    at: Instant,
-    took: Duration,
-    status: u16,
-    member: Option<String>,
-}
-
-/// Two clients sending one request after another until stopped.
-struct Load {
-    stop: Arc<AtomicBool>,
-    log: Arc<Mutex<Vec<Sent>>>,
-    threads: Vec<std::thread::JoinHandle<()>>,
-}
-
-impl Load {
-    fn start(port: u16) -> Load {
-        let stop = Arc::new(AtomicBool::new(false));
-        let log: Arc<Mutex<Vec<Sent>>> = Arc::default();
-        let threads = (0..2)
-            .map(|_| {
-                let (stop, log) = (Arc::clone(&stop), Arc::clone(&log));
-                std::thread::spawn(move || {
-                    while !stop.load(Ordering::Relaxed) {
-                        let a = post(
-                            port,
-                            "/v1/chat/completions",
-                            &[],
-                            CHAT,
-                            Duration::from_secs(30),
-                        );
-                        log.lock().unwrap().push(Sent {
-                            at: a.sent,
-                            took: a.took(),
-                            status: a.status,
-                            member: a.header("x-infergate-member").map(str::to_owned),
-                        });
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
-                })
-            })
-            .collect();
-        Load { stop, log, threads }
-    }
-
-    fn finish(self) -> Vec<Sent> {
-        self.stop.store(true, Ordering::Relaxed);
-        for t in self.threads {
-            t.join().unwrap();
-        }
-        let log = self.log.lock().unwrap().clone();
-        log
-    }
-}
-
-/// Watches the attempts the tier sends `members` for `watch`: how long after `fault` the last
-/// one was sent (to 50 ms).
-fn last_attempt_after(admin: u16, members: &[&str], fault: Instant, watch: Duration) -> Duration {
-    let count = || -> f64 {
-        members
-            .iter()
-            .map(|m| {
-                metric(
-                    admin,
-                    &format!("infergate_global_member_requests_total{{member=\"{m}\"}}"),
-                )
-            })
-            .sum()
-    };
-    let mut last = count();
-    let mut changed = fault;
-    while fault.elapsed() < watch {
-        std::thread::sleep(Duration::from_millis(50));
-        let now = count();
-        if now != last {
-            last = now;
-            changed = Instant::now();
-        }
-    }
-    changed - fault
 }
 
 /// Checks and prints what a fault did: every request sent after it answered 200, the last

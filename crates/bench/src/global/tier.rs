@@ -439,14 +439,7 @@ impl Sim<'_> {
             return true;
         }
         tier.lost_in_flight += 1;
-        self.outcomes[i].error = true;
-        self.unfinished -= 1;
-        if admitted {
-            if let Some(gate) = self.gateways[c].gate.as_mut() {
-                gate.complete(now);
-            }
-        }
-        self.tier_settled(i, now, None);
+        self.fail(i, admitted.then_some(c), now);
         false
     }
 
@@ -524,13 +517,7 @@ impl Sim<'_> {
         tier.lost_in_flight += lost.len() as u64;
         for (key, i) in lost {
             self.owner.remove(&key);
-            self.outcomes[i].error = true;
-            self.dispatches[i] = None;
-            self.unfinished -= 1;
-            if let Some(gate) = self.gateways[c].gate.as_mut() {
-                gate.complete(now);
-            }
-            self.tier_settled(i, now, None);
+            self.fail(i, Some(c), now);
         }
     }
 }

@@ -355,3 +355,105 @@ pub fn serve_in_cluster(
     let (gateway, [port, admin]) = start_on_free_ports("the gateway's /readyz", spawn, ready);
     (gateway, port, admin)
 }
+
+/// The chat request the global tier's load tests send: model `llama`, three tokens.
+pub const GLOBAL_CHAT: &str =
+    r#"{"model": "llama", "max_tokens": 3, "messages": [{"role": "user", "content": "hi"}]}"#;
+
+/// One request of a steady load on the global tier: when it was sent, how long it took, who
+/// answered, with what.
+#[derive(Debug, Clone)]
+pub struct Sent {
+    pub at: Instant,
+    pub took: Duration,
+    pub status: u16,
+    pub member: Option<String>,
+}
+
+/// Two clients sending [`GLOBAL_CHAT`] to the global tier one request after another (20 ms
+/// apart) until stopped.
+pub struct Load {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    log: std::sync::Arc<std::sync::Mutex<Vec<Sent>>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Load {
+    pub fn start(port: u16) -> Load {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::{Arc, Mutex};
+        let stop = Arc::new(AtomicBool::new(false));
+        let log: Arc<Mutex<Vec<Sent>>> = Arc::default();
+        let threads = (0..2)
+            .map(|_| {
+                let (stop, log) = (Arc::clone(&stop), Arc::clone(&log));
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        let a = post(
+                            port,
+                            "/v1/chat/completions",
+                            &[],
+                            GLOBAL_CHAT,
+                            Duration::from_secs(30),
+                        );
+                        log.lock().unwrap().push(Sent {
+                            at: a.sent,
+                            took: a.took(),
+                            status: a.status,
+                            member: a.header("x-infergate-member").map(str::to_owned),
+                        });
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                })
+            })
+            .collect();
+        Load { stop, log, threads }
+    }
+
+    /// The requests answered so far.
+    pub fn sent(&self) -> Vec<Sent> {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// Stops the clients; every request they sent.
+    pub fn finish(self) -> Vec<Sent> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.threads {
+            t.join().unwrap();
+        }
+        let log = self.log.lock().unwrap().clone();
+        log
+    }
+}
+
+/// Watches the attempts the global tier on `admin` sends `members` for `watch`: how long after
+/// `fault` the last one was sent (to 50 ms).
+pub fn last_attempt_after(
+    admin: u16,
+    members: &[&str],
+    fault: Instant,
+    watch: Duration,
+) -> Duration {
+    let count = || -> f64 {
+        members
+            .iter()
+            .map(|m| {
+                metric(
+                    admin,
+                    &format!("infergate_global_member_requests_total{{member=\"{m}\"}}"),
+                )
+            })
+            .sum()
+    };
+    let mut last = count();
+    let mut changed = fault;
+    while fault.elapsed() < watch {
+        std::thread::sleep(Duration::from_millis(50));
+        let now = count();
+        if now != last {
+            last = now;
+            changed = Instant::now();
+        }
+    }
+    changed - fault
+}
