@@ -6,6 +6,8 @@
 //! latency model learns from, the completion — happens at that gateway. A scrape lands at all
 //! of them.
 
+mod global_tier;
+
 use crate::gate::Gate;
 use crate::gateway::Gateway;
 use crate::outcome::{Outcome, QueueSample};

@@ -17,15 +17,12 @@
 //! Not modelled: a pull's own transit (at most one round trip, under the pull interval's
 //! jitter) and the members' recent error rate (0: no member of these runs answers 5xx).
 
-use crate::event_loop::{Ev, Sim};
 use infergate_config::global::ResolvedGlobal;
 use infergate_global_picker::{
-    rank, room_to_eject, Availability, Member, MemberStatus, PoolStatus, Readiness, Refusal,
-    Request, TierSettings, DEFAULT_RETRY_AFTER, MEMBER_STATUS_API_VERSION, MEMBER_STATUS_KIND,
+    rank, room_to_eject, Availability, Member, Refusal, Request, TierSettings,
 };
 use infergate_picker::AttemptOutcome;
 use infergate_rng::SplitMix64;
-use std::cmp::Reverse;
 use std::time::Duration;
 
 /// How the tier orders the members for a request.
@@ -71,25 +68,25 @@ impl GlobalPolicy {
 }
 
 /// One tier replica: the callers of one region reach it.
-struct Front {
-    region: String,
-    members: Vec<Member>,
+pub(crate) struct Front {
+    pub(crate) region: String,
+    pub(crate) members: Vec<Member>,
     /// The baselines' smooth weighted round-robin: each member's current weight.
     current: Vec<f64>,
     rng: SplitMix64,
 }
 
-struct ClusterState {
-    region: String,
-    name: String,
+pub(crate) struct ClusterState {
+    pub(crate) region: String,
+    pub(crate) name: String,
     /// Cut off now.
-    down: bool,
+    pub(crate) down: bool,
     /// Its control plane's refreshes, as its status document counts them.
-    sequence: u64,
+    pub(crate) sequence: u64,
 }
 
 /// What becomes of an attempt.
-enum Next {
+pub(crate) enum Next {
     Member(usize),
     Refused(u16),
     Failed,
@@ -97,25 +94,25 @@ enum Next {
 
 /// The tier's state in a run.
 pub(crate) struct TierSim {
-    settings: TierSettings,
+    pub(crate) settings: TierSettings,
     policy: GlobalPolicy,
-    model: String,
-    pull_interval: Duration,
-    pull_timeout: Duration,
-    connect_timeout: Duration,
+    pub(crate) model: String,
+    pub(crate) pull_interval: Duration,
+    pub(crate) pull_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
     max_attempts: u32,
-    clusters: Vec<ClusterState>,
-    fronts: Vec<Front>,
+    pub(crate) clusters: Vec<ClusterState>,
+    pub(crate) fronts: Vec<Front>,
     /// The faulty cluster and its window, if the run has one.
-    fault: Option<(usize, Duration, Duration)>,
+    pub(crate) fault: Option<(usize, Duration, Duration)>,
     /// Per request: its caller's tier replica.
-    caller: Vec<usize>,
+    pub(crate) caller: Vec<usize>,
     /// Per request: when the caller sent it.
     pub caller_sent: Vec<Duration>,
     /// Per request: the clusters tried, as bits.
     tried: Vec<u64>,
     /// Per request: the attempt in flight (member, status generation).
-    flight: Vec<Option<(usize, u64)>>,
+    pub(crate) flight: Vec<Option<(usize, u64)>>,
     /// Per request: the cluster that took it.
     pub served_by: Vec<Option<usize>>,
     /// Attempts moved to another member after one failed.
@@ -126,7 +123,7 @@ pub(crate) struct TierSim {
     pub lost_in_flight: u64,
     /// Requests that ran out of attempts, every one of them timed out.
     pub out_of_attempts: u64,
-    pull_rng: SplitMix64,
+    pub(crate) pull_rng: SplitMix64,
 }
 
 /// Where a run's tier starts.
@@ -188,25 +185,6 @@ impl TierSim {
             out_of_attempts: 0,
             pull_rng: SplitMix64::new(setup.seed ^ 0x9011_0000),
         }
-    }
-
-    /// The first pull of every member by every tier replica, each at its own phase.
-    pub fn first_pulls(&mut self) -> Vec<(Duration, Ev)> {
-        let mut out = Vec::new();
-        for f in 0..self.fronts.len() {
-            for m in 0..self.clusters.len() {
-                let phase = self.pull_interval.mul_f64(self.pull_rng.next_f64());
-                out.push((phase, Ev::Pull(f, m)));
-            }
-        }
-        out
-    }
-
-    /// When the fault starts and heals.
-    pub fn fault_events(&self) -> Vec<(Duration, Ev)> {
-        self.fault.map_or_else(Vec::new, |(_, from, until)| {
-            vec![(from, Ev::Fault(true)), (until, Ev::Fault(false))]
-        })
     }
 
     /// Half the round trip between the regions of tier replica `front` and member `member`.
@@ -297,7 +275,7 @@ impl TierSim {
     }
 
     /// The next member for request `i` at `now`, its attempt counted as sent.
-    fn next(&mut self, i: usize, now: Duration) -> Next {
+    pub(crate) fn next(&mut self, i: usize, now: Duration) -> Next {
         let tried = self.tried[i];
         if tried.count_ones() >= self.max_attempts {
             return Next::Failed;
@@ -334,7 +312,7 @@ impl TierSim {
     }
 
     /// Request `i`'s attempt ended; `outcome`, if given, is recorded for outlier detection.
-    fn end_attempt(&mut self, i: usize, now: Duration, outcome: Option<AttemptOutcome>) {
+    pub(crate) fn end_attempt(&mut self, i: usize, now: Duration, outcome: Option<AttemptOutcome>) {
         let f = self.caller[i];
         let Some((m, generation)) = self.flight[i].take() else {
             return;
@@ -352,7 +330,7 @@ impl TierSim {
 
     /// Member `m`'s answer reached request `i`'s tier replica: it is in flight again, under
     /// the credit it was sent with.
-    fn answered(&mut self, i: usize, m: usize, now: Duration) {
+    pub(crate) fn answered(&mut self, i: usize, m: usize, now: Duration) {
         let f = self.caller[i];
         let members = &mut self.fronts[f].members;
         let room = room_to_eject(members, now);
@@ -362,162 +340,5 @@ impl TierSim {
             &self.settings.outlier,
             || room,
         );
-    }
-}
-
-impl Sim<'_> {
-    /// A caller sends request `i` (multi-cluster runs only).
-    pub(crate) fn tier_send(&mut self, i: usize, now: Duration) {
-        let Some(tier) = self.tier.as_mut() else {
-            return;
-        };
-        tier.caller_sent[i] = now;
-        self.outcomes[i].sent = now;
-        self.tier_attempt(i, now);
-    }
-
-    /// Request `i`'s attempt at a cut-off member timed out: on to the next.
-    pub(crate) fn tier_retry(&mut self, i: usize, now: Duration) {
-        if let Some(tier) = self.tier.as_mut() {
-            tier.end_attempt(i, now, Some(AttemptOutcome::Failed));
-        }
-        self.tier_attempt(i, now);
-    }
-
-    fn tier_attempt(&mut self, i: usize, now: Duration) {
-        let Some(tier) = self.tier.as_mut() else {
-            return;
-        };
-        match tier.next(i, now) {
-            Next::Member(m) if tier.clusters[m].down => {
-                // A black hole: no answer, not even a refusal, until the connect timeout.
-                let at = now + tier.connect_timeout;
-                self.heap.push(Reverse((at, Ev::Retry(i))));
-            }
-            Next::Member(m) => {
-                let at = now + tier.one_way(tier.front_of(i), m);
-                tier.answered(i, m, now);
-                tier.served_by[i] = Some(m);
-                self.dealt_to[i] = m as u32;
-                self.heap.push(Reverse((at, Ev::Arrival(i))));
-            }
-            Next::Refused(status) => {
-                self.outcomes[i].refused = Some(status);
-                self.unfinished -= 1;
-            }
-            Next::Failed => {
-                tier.out_of_attempts += 1;
-                self.outcomes[i].error = true;
-                self.unfinished -= 1;
-            }
-        }
-    }
-
-    /// Request `i` ended at its cluster (finished, failed, or refused with `status`).
-    pub(crate) fn tier_settled(&mut self, i: usize, now: Duration, status: Option<u16>) {
-        let Some(tier) = self.tier.as_mut() else {
-            return;
-        };
-        let member = tier.flight[i].map(|(m, _)| m);
-        tier.end_attempt(i, now, None);
-        if let (Some(m), Some(429)) = (member, status) {
-            let f = tier.caller[i];
-            tier.fronts[f].members[m]
-                .state
-                .on_throttled(now, DEFAULT_RETRY_AFTER);
-        }
-    }
-
-    /// Whether request `i` may go on at its cluster; if the cluster is cut off, the request
-    /// fails there (after `admitted` by its flow control, which then counts it done).
-    pub(crate) fn cluster_accepts(&mut self, i: usize, now: Duration, admitted: bool) -> bool {
-        let Some(tier) = self.tier.as_mut() else {
-            return true;
-        };
-        let c = self.dealt_to[i] as usize;
-        if !tier.clusters[c].down {
-            return true;
-        }
-        tier.lost_in_flight += 1;
-        self.fail(i, admitted.then_some(c), now);
-        false
-    }
-
-    /// Tier replica `f` pulls member `m`'s status.
-    pub(crate) fn tier_pull(&mut self, f: usize, m: usize, now: Duration) {
-        let Some(tier) = self.tier.as_mut() else {
-            return;
-        };
-        let jitter = 0.9 + 0.2 * tier.pull_rng.next_f64();
-        let next = now + tier.pull_interval.mul_f64(jitter);
-        self.heap.push(Reverse((next, Ev::Pull(f, m))));
-        if tier.clusters[m].down {
-            let at = now + tier.pull_timeout;
-            self.heap.push(Reverse((at, Ev::PullMissed(f, m))));
-            return;
-        }
-        tier.clusters[m].sequence += 1;
-        let gateway = &self.gateways[m];
-        let max_age = gateway
-            .picker
-            .as_ref()
-            .map_or(infergate_picker::DEFAULT_MAX_METRICS_AGE, |p| {
-                p.policy().max_metrics_age()
-            });
-        let readiness = Readiness::of(&gateway.pool, now, max_age);
-        let (queued, saturation) = gateway
-            .gate
-            .as_ref()
-            .map_or((0, 0.0), |g| (g.queued(), g.saturation()));
-        let doc = MemberStatus {
-            api_version: MEMBER_STATUS_API_VERSION.to_owned(),
-            kind: MEMBER_STATUS_KIND.to_owned(),
-            sequence: tier.clusters[m].sequence,
-            clock_unix_ms: u64::try_from(now.as_millis()).unwrap_or(u64::MAX),
-            pools: vec![PoolStatus {
-                models: vec![tier.model.clone()],
-                ..PoolStatus::from_readiness(&tier.clusters[m].name, readiness, queued, saturation)
-            }],
-        };
-        tier.fronts[f].members[m]
-            .state
-            .on_pull(doc, now, &tier.settings);
-    }
-
-    /// Tier replica `f`'s pull of member `m` timed out.
-    pub(crate) fn tier_pull_missed(&mut self, f: usize, m: usize) {
-        if let Some(tier) = self.tier.as_mut() {
-            let settings = &tier.settings;
-            tier.fronts[f].members[m].state.on_pull_failed(settings);
-        }
-    }
-
-    /// The run's fault starts (`down`) or heals. When it starts, every request held by the
-    /// cluster's replicas fails: nothing they answer reaches the caller.
-    pub(crate) fn tier_fault(&mut self, down: bool, now: Duration) {
-        let Some(tier) = self.tier.as_mut() else {
-            return;
-        };
-        let Some((c, _, _)) = tier.fault else {
-            return;
-        };
-        tier.clusters[c].down = down;
-        if !down {
-            return;
-        }
-        let range = self.gateways[c].replicas.clone();
-        let mut lost: Vec<((usize, infergate_engine::RequestId), usize)> = self
-            .owner
-            .iter()
-            .filter(|((e, _), _)| range.contains(e))
-            .map(|(&k, &i)| (k, i))
-            .collect();
-        // The map's order is the hasher's; the run's is the requests'.
-        lost.sort_by_key(|&(_, i)| i);
-        tier.lost_in_flight += lost.len() as u64;
-        for (key, i) in lost {
-            self.owner.remove(&key);
-            self.fail(i, Some(c), now);
-        }
     }
 }
