@@ -57,6 +57,10 @@ pub struct BenchArgs {
     /// Seeds per scenario (the median is reported; an odd count, so the median is a run).
     #[arg(long, default_value_t = 3)]
     seeds: u64,
+    /// The first seed: the runs use seeds N, N+1, … (`--first-seed 4 --seeds 3`: seeds 4–6, to
+    /// judge a change on arrivals it was not tuned on).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    first_seed: u64,
     /// Seconds of arrivals per run (default: 120 virtual, 20 live).
     #[arg(long)]
     duration: Option<u64>,
@@ -166,7 +170,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if let [load] = loads.as_slice() {
         scenarios.iter_mut().for_each(|s| s.load = *load);
     }
-    let seeds: Vec<u64> = (1..=args.seeds.max(1)).collect();
+    let seeds = seeds_of(&args);
     let duration = Duration::from_secs(args.duration.unwrap_or(args.mode.default_duration()));
     let slo = slo_of(&args)?;
     // What a capacity search or a sweep runs with (the first gateway count only).
@@ -265,7 +269,7 @@ fn global(args: &BenchArgs, id: &str) -> anyhow::Result<()> {
         Some(text) => crate::bench_sweep::parse_loads(text)?,
         None => Vec::new(),
     };
-    let seeds: Vec<u64> = (1..=args.seeds.max(1)).collect();
+    let seeds = seeds_of(args);
     let json = match &args.json {
         Some(Some(path)) => Some(path.as_path()),
         Some(None) => bail!("--json needs a FILE"),
@@ -298,6 +302,12 @@ fn slo_of(args: &BenchArgs) -> anyhow::Result<infergate_bench::report::Slo> {
         None => {}
     }
     Ok(slo)
+}
+
+/// The seeds of the runs: `--seeds` of them from `--first-seed`.
+fn seeds_of(args: &BenchArgs) -> Vec<u64> {
+    let first = args.first_seed.max(1);
+    (first..first + args.seeds.max(1)).collect()
 }
 
 /// What every scenario of one sweep, capacity search or seed table runs with.
