@@ -33,6 +33,9 @@ const WITHOUT_ADAPTER_AWARE_QUEUES: &str = "infergate-without-adapter-aware-queu
 /// Flow control whose detector ignores the servers' decode pace (inter-token latency).
 const WITHOUT_DECODE_PACE: &str = "infergate-without-decode-pace";
 
+/// Flow control whose overload rule refuses at its wait even while the queue drains within it.
+const WITHOUT_HOLD_WHILE_DRAINING: &str = "infergate-without-hold-while-draining";
+
 /// What an ablation takes away.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Ablation {
@@ -62,6 +65,10 @@ pub fn ablation(name: &str) -> Option<Ablation> {
         })),
         WITHOUT_ADAPTER_AWARE_QUEUES => Some(Ablation::Gate(Tuning {
             counts_adapter_bound_queues: true,
+            ..Tuning::default()
+        })),
+        WITHOUT_HOLD_WHILE_DRAINING => Some(Ablation::Gate(Tuning {
+            without_hold_while_draining: true,
             ..Tuning::default()
         })),
         WITHOUT_DECODE_PACE => Some(Ablation::Gate(Tuning {
@@ -101,6 +108,7 @@ pub fn names() -> Vec<String> {
         WITHOUT_KV_ONLY_IN_OVERLOAD,
         WITHOUT_ADAPTER_AWARE_QUEUES,
         WITHOUT_DECODE_PACE,
+        WITHOUT_HOLD_WHILE_DRAINING,
     ] {
         out.push(gate.to_owned());
     }

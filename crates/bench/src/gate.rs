@@ -69,6 +69,9 @@ impl FlowGate {
         if tuning.kv_cache_always {
             resolved.overload.kv_cache_always = Setting::set(true);
         }
+        if tuning.without_hold_while_draining {
+            resolved.overload.hold_while_draining = Setting::set(false);
+        }
         if let Some(c) = tuning.sheddable_ceiling {
             resolved.bands[band_index(Band::Sheddable)].saturation_ceiling = Setting::set(c);
         }

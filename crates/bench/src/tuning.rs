@@ -39,6 +39,9 @@ pub struct Tuning {
     /// KV-cache use holds requests at all times, not only in overload (the config's
     /// `overload.kvCacheAlways: true`).
     pub kv_cache_always: bool,
+    /// The overload rule refuses at its wait even while the queue drains within it (the
+    /// config's `overload.holdWhileDraining: false`).
+    pub without_hold_while_draining: bool,
     /// The detector reads a LoRA server's waiting count even while requests in it wait for an
     /// adapter slot, as a detector blind to adapter residency does.
     pub counts_adapter_bound_queues: bool,

@@ -44,6 +44,10 @@ pub struct Overload {
     /// KV-cache use holds Standard only while the pool is overloaded (Sheddable and Critical
     /// at all times).
     pub kv_only_in_overload: bool,
+    /// The oldest request of an overloaded band, past `max_wait`, is held (to twice
+    /// `max_wait` at most) while what is queued in its band and above drains within `max_wait`
+    /// at the pool's completion rate: a burst passing rather than arrivals outrunning the pool.
+    pub hold_while_draining: bool,
 }
 
 /// Flow control settings of one pool.
@@ -103,6 +107,7 @@ impl FlowConfig {
                 interval: f.overload.interval.value,
                 max_wait: f.overload.max_wait.value,
                 kv_only_in_overload: !f.overload.kv_cache_always.value,
+                hold_while_draining: f.overload.hold_while_draining.value,
             }),
         }
     }

@@ -270,6 +270,9 @@ impl FlowController {
     /// the last call.
     pub fn poll(&mut self, now: Duration) -> Vec<Decision> {
         let mut out = std::mem::take(&mut self.outbox);
+        // Closes the drain rate's window, so a pool that stopped finishing reads as draining
+        // slowly when the overload rule asks.
+        self.drain.per_sec(now);
         for b in 0..self.bands.len() {
             while let Some(&(deadline, id)) = self.bands[b].by_deadline.first() {
                 if deadline > now {
@@ -377,8 +380,27 @@ impl FlowController {
         let since = q.backlogged_since?;
         let &(_, id) = q.by_deadline.first()?;
         let oldest = self.entries.get(&id)?;
-        let at = (since + rule.interval).max(oldest.enqueued_at + rule.max_wait);
+        let cut = (since + rule.interval).max(oldest.enqueued_at + rule.max_wait);
+        // A queue that the pool drains within the overload wait is a burst passing, not
+        // arrivals outrunning the pool: refusing its head would turn a wait of a little over
+        // `max_wait` into a miss. Held, the head waits at most twice the wait.
+        let at = if rule.hold_while_draining && self.clears_within(band, rule.max_wait) {
+            cut.max(oldest.enqueued_at + 2 * rule.max_wait)
+        } else {
+            cut
+        };
         Some((at, id))
+    }
+
+    /// Whether the requests queued in `band` and the bands above it drain within `wait` at the
+    /// pool's completion rate (false while that rate is unknown).
+    fn clears_within(&self, band: Band, wait: Duration) -> bool {
+        let rate = self.drain.last_rate();
+        let ahead: usize = self.bands[..=band_index(band)]
+            .iter()
+            .map(|q| q.len.requests)
+            .sum();
+        rate > 0.0 && ahead as f64 <= rate * wait.as_secs_f64()
     }
 
     fn reject(

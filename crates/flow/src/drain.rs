@@ -32,6 +32,12 @@ impl DrainRate {
         self.rate
     }
 
+    /// Completions per second as of the last closed window, without closing one: what a
+    /// caller that cannot mutate (a deadline query) reads; 0 until a window has closed.
+    pub fn last_rate(&self) -> f64 {
+        self.rate
+    }
+
     fn roll(&mut self, now: Duration) {
         let Some(start) = self.window_start else {
             self.window_start = Some(now);

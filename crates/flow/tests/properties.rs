@@ -71,7 +71,7 @@ fn config() -> impl Strategy<Value = FlowConfig> {
         50..800u64,
         any::<bool>(),
         proptest::collection::vec(1..5u32, TENANTS as usize),
-        proptest::option::of((50..1_000u64, 20..800u64, any::<bool>())),
+        proptest::option::of((50..1_000u64, 20..800u64, any::<bool>(), any::<bool>())),
     )
         .prop_map(
             |(bands, max_r, max_b, weighted, weights, overload)| FlowConfig {
@@ -94,10 +94,11 @@ fn config() -> impl Strategy<Value = FlowConfig> {
                     BTreeMap::new()
                 },
                 state_max_age: Duration::from_secs(1),
-                overload: overload.map(|(interval, wait, kv_only)| Overload {
+                overload: overload.map(|(interval, wait, kv_only, hold)| Overload {
                     interval: ms(interval),
                     max_wait: ms(wait),
                     kv_only_in_overload: kv_only,
+                    hold_while_draining: hold,
                 }),
             },
         )
@@ -186,15 +187,26 @@ impl Model {
         q
     }
 
-    /// Whether the overload rule has `q` due at `now` if its band has been backlogged `since`:
-    /// below Critical, backlogged for the interval and `q` waited the overload wait.
-    fn overload_due(&self, q: &Queued, since: Option<Duration>, now: Duration) -> bool {
+    /// Whether the overload rule may refuse `q` at `now` if its band has been backlogged
+    /// `since`: below Critical, backlogged for the interval and `q` waited the overload wait
+    /// (`waits` of them). The rule refuses at one wait, unless it holds while the queue drains
+    /// within the wait at the pool's drain rate (which the model does not track): then at two
+    /// at the latest.
+    fn overload_due(&self, q: &Queued, since: Option<Duration>, now: Duration, waits: u32) -> bool {
         let (Some(rule), Some(since)) = (self.config.overload, since) else {
             return false;
         };
         q.band != band_index(Band::Critical)
             && now >= since + rule.interval
-            && now >= q.enqueued_at + rule.max_wait
+            && now >= q.enqueued_at + rule.max_wait * waits
+    }
+
+    /// The most overload waits a request can have waited when the rule must have cut it.
+    fn latest_cut_in_waits(&self) -> u32 {
+        match self.config.overload {
+            Some(rule) if rule.hold_while_draining => 2,
+            _ => 1,
+        }
     }
 
     fn apply(&mut self, d: &Decision, now: Duration) {
@@ -202,7 +214,7 @@ impl Model {
         let (band, tenant) = head.expect("a decision for a request not queued");
         // The model's start of the backlog is the earliest the controller's can be.
         let since = self.backlogged_since[band];
-        let overload_due = self.overload_due(&self.queued[&d.id], since, now);
+        let overload_due = self.overload_due(&self.queued[&d.id], since, now, 1);
         let oldest_of_band = self
             .queued
             .values()
@@ -306,7 +318,7 @@ fn poll(f: &mut FlowController, m: &mut Model, now: Duration) {
             .map(|o| o.enqueued_at)
             .min();
         assert!(
-            !m.overload_due(q, latest_since, now),
+            !m.overload_due(q, latest_since, now, m.latest_cut_in_waits()),
             "a request outlived the overload rule's cut"
         );
     }

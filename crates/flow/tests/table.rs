@@ -418,6 +418,7 @@ fn overloaded_controller() -> FlowController {
         interval: ms(2_000),
         max_wait: ms(1_000),
         kv_only_in_overload: false,
+        hold_while_draining: true,
     });
     FlowController::new(cfg)
 }
@@ -492,6 +493,70 @@ fn a_sustained_backlog_refuses_what_waited_the_overload_wait_with_429() {
     assert_eq!(f.next_deadline(), Some(ms(4_250)));
 }
 
+/// An overloaded controller whose pool has finished `per_sec` requests a second over the
+/// first second (so its drain rate is known from 1 s on), saturated from then on.
+fn draining_at(per_sec: u64) -> FlowController {
+    let mut f = overloaded_controller();
+    f.observe(pool_at(3.0), ms(0));
+    for i in 0..per_sec {
+        f.on_complete(ms(i * 1_000 / per_sec));
+    }
+    assert_eq!(f.drain_rate(ms(1_000)), per_sec as f64);
+    f.observe(pool_at(3.0), ms(1_000));
+    f
+}
+
+/// Three Standard requests queued at 1 s, 1.1 s and 1.2 s into a saturated pool, polled every
+/// 500 ms until `until`.
+fn three_queued(f: &mut FlowController, until: u64) -> Vec<Decision> {
+    for (id, t) in [(1, 1_000), (2, 1_100), (3, 1_200)] {
+        assert!(is_queued(
+            f.enqueue(req(id, Standard, "t", 1), ms(t)).unwrap()
+        ));
+    }
+    saturate(f, 1_000, until)
+}
+
+#[test]
+fn a_backlog_the_pool_drains_within_the_wait_is_held_past_it() {
+    // 20 completions a second drain three queued requests in 150 ms: a burst passing, not
+    // arrivals outrunning the pool. At 3 s the backlog is 2 s old and request 1 has waited 2 s,
+    // past the 1 s wait, and is still held.
+    let mut f = draining_at(20);
+    assert!(three_queued(&mut f, 2_500).is_empty());
+    assert_eq!(f.next_deadline(), Some(ms(3_000)));
+    // Held at most twice the wait: at 3 s the pool still has taken none of them, so the
+    // estimate is wrong and the rule refuses as it would have.
+    let refused = rejected(&saturate(&mut f, 3_000, 3_000));
+    assert_eq!(refused, vec![(1, DropReason::Overloaded)]);
+}
+
+#[test]
+fn a_backlog_deeper_than_the_wait_at_the_drain_rate_is_refused_at_the_cut() {
+    // Four completions a second, all through the run; six requests queued between 1 s and
+    // 1.5 s take 1.5 s to drain, more than the 1 s wait. At the cut (the backlog's interval,
+    // 3 s) the rule refuses the oldest until what is left drains within the wait: requests 1
+    // and 2 go, the four left are one second's drain and stay.
+    let mut f = draining_at(4);
+    for id in 1..=6u64 {
+        let t = 1_000 + (id - 1) * 100;
+        assert!(is_queued(
+            f.enqueue(req(id, Standard, "t", 1), ms(t)).unwrap()
+        ));
+    }
+    let mut decisions = Vec::new();
+    for t in (1_000..=3_000).step_by(250) {
+        f.on_complete(ms(t));
+        f.observe(pool_at(3.0), ms(t));
+        decisions.extend(f.poll(ms(t)));
+    }
+    assert_eq!(
+        rejected(&decisions),
+        vec![(1, DropReason::Overloaded), (2, DropReason::Overloaded)]
+    );
+    assert_eq!(f.queued(Standard).requests, 4);
+}
+
 /// A pool whose servers queue `queue` × the threshold and whose KV use reads `kv` × its own.
 fn pool_with(queue: f64, kv: f64) -> infergate_flow::PoolState {
     let worse = queue.max(kv);
@@ -509,6 +574,7 @@ fn kv_use_holds_standard_only_while_the_pool_is_overloaded() {
             interval: ms(2_000),
             max_wait: ms(1_000),
             kv_only_in_overload,
+            hold_while_draining: true,
         });
         FlowController::new(cfg)
     };
@@ -570,6 +636,7 @@ fn sheddable_refused_for_the_interval_counts_as_overload_for_standard() {
         interval: ms(2_000),
         max_wait: ms(1_000),
         kv_only_in_overload: true,
+        hold_while_draining: true,
     });
     let mut f = FlowController::new(cfg);
     // Queues short (0.2), KV at 1.5 × its threshold: Sheddable is refused on every signal,

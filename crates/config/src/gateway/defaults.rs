@@ -145,6 +145,11 @@ pub const OVERLOAD_MAX_WAIT: Duration = Duration::from_secs(1);
 /// cost up to 10 % of capacity at SLO in the bench (a quarter with shared prefixes); in overload
 /// the signal keeps the batches short enough for the answered requests' time per token.
 pub const OVERLOAD_KV_CACHE_ALWAYS: bool = false;
+/// `spec.flowControl.overload.holdWhileDraining`: on, a request that has waited `maxWait` is
+/// held, up to twice `maxWait`, while the queue ahead of it drains within `maxWait` at the
+/// pool's completion rate: such a queue is a burst passing, and refusing its head turns a wait
+/// of a little over `maxWait` into a miss. Where the queue is deeper the rule refuses as before.
+pub const OVERLOAD_HOLD_WHILE_DRAINING: bool = true;
 /// `spec.flowControl.maxQueueRequests`: requests queued over all bands.
 pub const MAX_QUEUE_REQUESTS: u32 = 4_096;
 /// `spec.flowControl.maxQueueBytes`: request bytes queued over all bands (1 GiB).

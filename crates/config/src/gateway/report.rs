@@ -373,11 +373,17 @@ fn fmt_flow(f: &mut Formatter<'_>, fc: &ResolvedFlowControl) -> fmt::Result {
         "  overload",
         if o.enabled.value {
             format!(
-                "on{}: below Critical, a queue not empty for {} refuses (429) what waited {}; \
+                "on{}: below Critical, a queue not empty for {} refuses (429) what waited {}{}{}; \
                  KV-cache use holds Standard {}{}",
                 mark(o.enabled.is_default),
                 dur(o.interval),
                 dur(o.max_wait),
+                if o.hold_while_draining.value {
+                    " unless what is queued drains within that wait (then at twice it)"
+                } else {
+                    ""
+                },
+                mark(o.hold_while_draining.is_default),
                 if o.kv_cache_always.value {
                     "at all times"
                 } else {

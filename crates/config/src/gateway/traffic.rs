@@ -150,6 +150,10 @@ pub struct OverloadSpec {
     /// while the pool is overloaded (default false); Sheddable and Critical are held on it always.
     #[serde(default)]
     pub kv_cache_always: Option<bool>,
+    /// A request that has waited `maxWait` is held, up to twice `maxWait`, while the queue
+    /// ahead of it drains within `maxWait` at the pool's completion rate (default true).
+    #[serde(default)]
+    pub hold_while_draining: Option<bool>,
 }
 
 /// Fair sharing among tenants of a band.

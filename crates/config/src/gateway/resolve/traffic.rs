@@ -95,6 +95,8 @@ pub struct ResolvedOverload {
     pub max_wait: Setting<Duration>,
     /// KV-cache use holds Standard at all times, not only in overload.
     pub kv_cache_always: Setting<bool>,
+    /// A request past its wait is held while the queue ahead of it drains within the wait.
+    pub hold_while_draining: Setting<bool>,
 }
 
 /// One band's limits.
@@ -194,6 +196,10 @@ impl ResolvedFlowControl {
                 interval: Setting::or(o.interval.map(|t| t.get()), defaults::OVERLOAD_INTERVAL),
                 max_wait: Setting::or(o.max_wait.map(|t| t.get()), defaults::OVERLOAD_MAX_WAIT),
                 kv_cache_always: Setting::or(o.kv_cache_always, defaults::OVERLOAD_KV_CACHE_ALWAYS),
+                hold_while_draining: Setting::or(
+                    o.hold_while_draining,
+                    defaults::OVERLOAD_HOLD_WHILE_DRAINING,
+                ),
             },
         }
     }

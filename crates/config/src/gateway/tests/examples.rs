@@ -200,6 +200,8 @@ fn the_flow_control_pages_examples_are_valid_configs() {
             let d = crate::gateway::ResolvedFlowControl::default().overload;
             assert!(o.enabled.value && d.enabled.value && !o.enabled.is_default);
             assert!(!o.kv_cache_always.value && !d.kv_cache_always.value);
+            assert!(o.hold_while_draining.value && d.hold_while_draining.value);
+            assert!(!o.hold_while_draining.is_default);
             assert_eq!(
                 (o.interval.value, o.max_wait.value),
                 (d.interval.value, d.max_wait.value)
