@@ -26,9 +26,13 @@
 //! - a Sheddable request is refused (429, `rejected-saturated`) exactly when its band cannot
 //!   dispatch because the pool is saturated; Critical is refused only when the queues are full
 //!   even after displacing every lower-band request, or when its TTL runs out;
-//! - with the overload rule ([`crate::Overload`]), no request below Critical is still queued
-//!   after the first `poll` at which its band has been backlogged (never empty) for the
-//!   interval and it has waited the overload wait; it is refused with 429, `rejected-overloaded`;
+//! - with the overload rule ([`crate::Overload`]), no request below Critical is refused with
+//!   429, `rejected-overloaded`, before its band has been backlogged (never empty) for the
+//!   interval and it has waited the overload wait; none is still queued after the first `poll`
+//!   past that point, unless the rule holds while a backlog drains
+//!   (`Overload::hold_while_draining`) and what is queued in its band and above drains within
+//!   the wait at the pool's completion rate; and none, held or not, after the first `poll` at
+//!   which it has waited twice the wait;
 //! - the pool counts as overloaded (for reading KV-cache use and the decode pace for Standard)
 //!   while a band below Critical has been backlogged for the interval, while every Sheddable
 //!   request has been refused for saturation for the interval (the latest within it), and for
