@@ -32,7 +32,8 @@
 //!   past that point, unless the rule holds while a backlog drains
 //!   (`Overload::hold_while_draining`) and what is queued in its band and above drains within
 //!   the wait at the pool's completion rate; and none, held or not, after the first `poll` at
-//!   which it has waited twice the wait;
+//!   which the band has been backlogged for the interval and the request has waited twice the
+//!   wait;
 //! - the pool counts as overloaded (for reading KV-cache use and the decode pace for Standard)
 //!   while a band below Critical has been backlogged for the interval, while every Sheddable
 //!   request has been refused for saturation for the interval (the latest within it), and for
