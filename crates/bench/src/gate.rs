@@ -38,8 +38,6 @@ pub struct FlowGate {
     queue_depth: f64,
     /// Pending prefill tokens read as a full queue, if counted.
     prefill_threshold: Option<u64>,
-    /// The detector's mean pool saturation at the last scrape (0 before any).
-    saturation: f64,
 }
 
 impl FlowGate {
@@ -88,7 +86,6 @@ impl FlowGate {
             pace: vec![RecentPace::new(); replicas],
             queue_depth: f64::from(resolved.saturation.queue_depth_threshold.value),
             prefill_threshold: tuning.prefill_tokens_threshold.map(|t| t.max(1)),
-            saturation: 0.0,
         }
     }
 
@@ -130,13 +127,12 @@ impl FlowGate {
             ..load
         });
         let state = self.detector.observe(loads);
-        self.saturation = state.saturation;
         self.flow.observe(state, now);
     }
 
     /// The pool's saturation as of the last scrape, as a member's status reports it.
     pub fn saturation(&self) -> f64 {
-        self.saturation
+        self.flow.last_observed().map_or(0.0, |s| s.saturation)
     }
 
     /// Requests waiting in the gate, every band.

@@ -401,11 +401,15 @@ impl FlowController {
     /// pool's completion rate (false while that rate is unknown).
     fn clears_within(&self, band: Band, wait: Duration) -> bool {
         let rate = self.drain.last_rate();
-        let ahead: usize = self.bands[..=band_index(band)]
+        rate > 0.0 && self.queued_up_to(band) as f64 <= rate * wait.as_secs_f64()
+    }
+
+    /// Requests queued in `band` and the bands above it: those a request of `band` waits behind.
+    fn queued_up_to(&self, band: Band) -> usize {
+        self.bands[..=band_index(band)]
             .iter()
             .map(|q| q.len.requests)
-            .sum();
-        rate > 0.0 && ahead as f64 <= rate * wait.as_secs_f64()
+            .sum()
     }
 
     fn reject(
@@ -500,10 +504,7 @@ impl FlowController {
     /// The Retry-After of a 429 to a request of `band`: the requests ahead of it (queued in its
     /// band and above, and waiting in the model servers) over the pool's drain rate.
     fn retry_after(&mut self, band: Band, now: Duration) -> Duration {
-        let queued: usize = self.bands[..=band_index(band)]
-            .iter()
-            .map(|q| q.len.requests)
-            .sum();
+        let queued = self.queued_up_to(band);
         let waiting = self.current(now).map_or(0.0, |s| s.waiting);
         self.drain.retry_after(queued as f64 + waiting, now)
     }
@@ -513,6 +514,11 @@ impl FlowController {
             reason,
             retry_after: Some(self.retry_after(band, now)),
         }
+    }
+
+    /// The last pool state observed, current or not; `None` before the first observation.
+    pub fn last_observed(&self) -> Option<&PoolState> {
+        self.observed.as_ref().map(|o| &o.state)
     }
 
     /// What is queued in `band`.
