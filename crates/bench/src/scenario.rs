@@ -224,19 +224,9 @@ impl Scenario {
             mix.assign(&mut requests, &mut rng);
         }
         if let Some(shares) = self.bands {
-            let total: f64 = shares.iter().sum();
             // A replayed capture brings each request's own band.
             for r in requests.iter_mut().filter(|r| r.band.is_none()) {
-                let mut u = rng.next_f64() * total;
-                let mut band = Band::Sheddable;
-                for (b, share) in Band::ALL.into_iter().zip(shares) {
-                    if u < share {
-                        band = b;
-                        break;
-                    }
-                    u -= share;
-                }
-                r.band = Some(band);
+                r.band = Some(Band::ALL[rng.weighted_index(&shares)]);
             }
         }
         Ok(requests)

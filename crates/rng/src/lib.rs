@@ -76,6 +76,21 @@ impl SplitMix64 {
         }
     }
 
+    /// An index into `weights` drawn in proportion to them (one draw); the last index when
+    /// rounding leaves the draw past every weight. Invariant: `weights` is not empty and its
+    /// weights are finite and not negative.
+    pub fn weighted_index(&mut self, weights: &[f64]) -> usize {
+        let total: f64 = weights.iter().sum();
+        let mut u = self.next_f64() * total;
+        for (i, &w) in weights.iter().enumerate() {
+            if u < w {
+                return i;
+            }
+            u -= w;
+        }
+        weights.len().saturating_sub(1)
+    }
+
     /// A standard normal draw (Box–Muller, two draws).
     pub fn normal(&mut self) -> f64 {
         let u1 = self.next_f64().max(f64::MIN_POSITIVE);
@@ -96,6 +111,19 @@ impl SplitMix64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn weighted_index_follows_the_weights() {
+        let mut rng = SplitMix64::new(3);
+        let mut counts = [0u32; 3];
+        for _ in 0..30_000 {
+            counts[rng.weighted_index(&[0.5, 0.0, 0.25])] += 1;
+        }
+        assert_eq!(counts[1], 0, "a zero weight is never drawn");
+        let share = f64::from(counts[0]) / 30_000.0;
+        assert!((share - 2.0 / 3.0).abs() < 0.02, "{counts:?}");
+        assert_eq!(rng.weighted_index(&[1.0]), 0);
+    }
 
     #[test]
     fn same_seed_same_sequence_different_seed_different_sequence() {

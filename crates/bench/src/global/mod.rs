@@ -119,19 +119,10 @@ pub fn arrivals(
         seed,
     )?;
     let mut rng = SplitMix64::new(seed ^ CALLER_SEED);
-    let total: f64 = scenario.callers.iter().map(|(_, s)| s).sum();
+    let shares: Vec<f64> = scenario.callers.iter().map(|&(_, s)| s).collect();
     let callers = requests
         .iter()
-        .map(|_| {
-            let mut u = rng.next_f64() * total;
-            for (c, (_, share)) in scenario.callers.iter().enumerate() {
-                if u < *share {
-                    return c;
-                }
-                u -= share;
-            }
-            scenario.callers.len() - 1
-        })
+        .map(|_| rng.weighted_index(&shares))
         .collect();
     Ok(GlobalArrivals { requests, callers })
 }
