@@ -176,6 +176,9 @@ impl Sim<'_> {
         self.events.clear();
         replica.engine.advance(now, &mut self.events);
         let mut completed = false;
+        // Requests that finished, for the tier of a multi-cluster run (none collected without
+        // one: this loop runs at every engine step).
+        let with_tier = self.tier.is_some();
         let mut finished = Vec::new();
         for event in &self.events {
             let Some(&i) = self.owner.get(&(e, event.id)) else {
@@ -207,7 +210,9 @@ impl Sim<'_> {
                     self.unfinished -= 1;
                     self.completed[g] += 1;
                     completed = true;
-                    finished.push(i);
+                    if with_tier {
+                        finished.push(i);
+                    }
                 }
                 _ => {}
             }

@@ -72,14 +72,10 @@ impl Sim<'_> {
                 self.dealt_to[i] = m as u32;
                 self.heap.push(Reverse((at, Ev::Arrival(i))));
             }
-            Next::Refused(status) => {
-                self.outcomes[i].refused = Some(status);
-                self.unfinished -= 1;
-            }
+            Next::Refused(status) => self.refuse(i, status, now),
             Next::Failed => {
                 tier.out_of_attempts += 1;
-                self.outcomes[i].error = true;
-                self.unfinished -= 1;
+                self.fail(i, None, now);
             }
         }
     }
