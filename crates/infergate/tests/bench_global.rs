@@ -4,33 +4,27 @@
 
 mod common;
 
-use common::{infergate, TempDir};
+use common::{infergate, stdout_of, TempDir};
 
 #[test]
 fn a_multi_cluster_run_prints_every_policy_at_every_load_and_writes_its_json() {
     let dir = TempDir::new("bench-global");
     let json = dir.path().join("global.json");
-    let out = infergate()
-        .args([
-            "bench",
-            "--global",
-            "three-regions-8b",
-            "--seeds",
-            "1",
-            "--duration",
-            "20",
-            "--load",
-            "0.5,0.9",
-            "--json",
-        ])
-        .arg(&json)
-        .output()
-        .unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
+    let text = stdout_of(
+        infergate()
+            .args([
+                "bench",
+                "--global",
+                "three-regions-8b",
+                "--seeds",
+                "1",
+                "--duration",
+                "20",
+                "--load",
+                "0.5,0.9",
+                "--json",
+            ])
+            .arg(&json),
     );
     assert!(
         text.contains("us-east-1 black-holed from 40 % to 65 %"),

@@ -5,33 +5,26 @@
 
 mod common;
 
-use common::infergate;
+use common::{infergate, stdout_of};
 
 fn sweep_header(extra: &[&str]) -> String {
-    let out = infergate()
-        .args([
-            "bench",
-            "--scenario",
-            "mixed-gpu-8b",
-            "--load",
-            "0.3,0.6",
-            "--seeds",
-            "2",
-            "--duration",
-            "5",
-            "--policies",
-            "round-robin",
-        ])
-        .args(extra)
-        .output()
-        .unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    text
+    stdout_of(
+        infergate()
+            .args([
+                "bench",
+                "--scenario",
+                "mixed-gpu-8b",
+                "--load",
+                "0.3,0.6",
+                "--seeds",
+                "2",
+                "--duration",
+                "5",
+                "--policies",
+                "round-robin",
+            ])
+            .args(extra),
+    )
 }
 
 #[test]

@@ -193,10 +193,7 @@ fn a_member_killed_under_load_loses_its_traffic_within_five_seconds_and_nothing_
     )
     .unwrap();
     let (_tier, port, admin) = global_ready(&file);
-    common::wait_for("both members available", || {
-        get(admin, "/status/global")
-            .is_some_and(|s| s.matches("\"state\":\"available\"").count() == 2)
-    });
+    common::wait_members_available(admin, 2);
 
     // Two clients, each sending one request after another (two in flight at most: the near
     // member keeps the load, its queue term never falling by more than proximity is worth).
@@ -472,10 +469,7 @@ fn a_member_answering_429_is_left_alone_for_its_retry_after_and_the_others_take_
     )
     .unwrap();
     let (_tier, port, admin) = global_ready(&file);
-    common::wait_for("both members available", || {
-        get(admin, "/status/global")
-            .is_some_and(|s| s.matches("\"state\":\"available\"").count() == 2)
-    });
+    common::wait_members_available(admin, 2);
     // One client, one request after another, for 4 s, as one tenant.
     let start = Instant::now();
     let mut answers = Vec::new();
@@ -722,10 +716,7 @@ fn a_member_whose_status_freezes_while_it_serves_loses_its_traffic_and_nothing_f
     )
     .unwrap();
     let (_tier, port, admin) = global_ready(&file);
-    common::wait_for("both members available", || {
-        get(admin, "/status/global")
-            .is_some_and(|s| s.matches("\"state\":\"available\"").count() == 2)
-    });
+    common::wait_members_available(admin, 2);
     let load = Load::start(port);
     // The nearest member's share grows to all of it (docs/global.md, "Headroom").
     std::thread::sleep(Duration::from_secs(8));

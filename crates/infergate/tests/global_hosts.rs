@@ -145,10 +145,7 @@ fn a_black_holed_member_loses_its_traffic_within_five_seconds_and_comes_back_on_
     )
     .unwrap();
     let (_tier, port, admin) = global_ready(&file);
-    wait_for("both members available", || {
-        get(admin, "/status/global")
-            .is_some_and(|s| s.matches("\"state\":\"available\"").count() == 2)
-    });
+    common::wait_members_available(admin, 2);
     let load = Load::start(port);
     std::thread::sleep(Duration::from_secs(2));
 
@@ -270,10 +267,7 @@ fn a_stream_in_flight_on_a_black_holed_member_ends_with_an_error_event() {
     )
     .unwrap();
     let (_tier, port, admin) = global_ready(&file);
-    wait_for("both members available", || {
-        get(admin, "/status/global")
-            .is_some_and(|s| s.matches("\"state\":\"available\"").count() == 2)
-    });
+    common::wait_members_available(admin, 2);
     let body = r#"{"model": "llama", "stream": true, "max_tokens": 400, "ignore_eos": true, "messages": [{"role": "user", "content": "tell me a long story"}]}"#;
     let streaming = std::thread::spawn(move || {
         let sent = Instant::now();

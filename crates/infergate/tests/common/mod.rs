@@ -24,6 +24,19 @@ pub fn infergate() -> Command {
     Command::new(env!("CARGO_BIN_EXE_infergate"))
 }
 
+/// Runs `cmd` to its end and returns what it printed; panics with its output and errors if it
+/// failed.
+pub fn stdout_of(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
 /// A gateway config of one pool, `llama`, for `model` on the replica at loopback `replica`:
 /// `spec_extra` is YAML added under `spec:` before the schedulers (indented 2),
 /// `scheduler_extra` YAML added to the pool's scheduler (indented 6).
@@ -273,6 +286,14 @@ pub fn global_ready(file: &std::path::Path) -> (Running, u16, u16) {
         &["global", "--config", file],
         |_| {},
     )
+}
+
+/// Waits until the global tier on `admin` counts `n` members available.
+pub fn wait_members_available(admin: u16, n: usize) {
+    wait_for("the members available", || {
+        get(admin, "/status/global")
+            .is_some_and(|s| s.matches("\"state\":\"available\"").count() == n)
+    });
 }
 
 /// `infergate demo` ([`ready_on_free_ports`]), its simulated fleet `time_scale` times faster
