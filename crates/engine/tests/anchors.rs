@@ -106,15 +106,23 @@ fn the_out_of_sample_error_stays_where_it_was_measured() {
     let held = summary(&results, Split::HeldOut);
     let fitted = summary(&results, Split::Fitting);
     assert!(held.anchors >= 20, "{held:?}");
-    // Measured 13.5 % over 30 (docs/simulator.md, 2026-12-05): a guard against getting
-    // worse, not the goal.
+    // Every anchor runs: the Qwen3-32B rows on one GPU did not until they ran with the KV cache
+    // their source's `--max-model-len 32768` proves.
+    let not_run: Vec<_> = results
+        .iter()
+        .filter(|r| !r.reproduced())
+        .map(|r| r.experiment)
+        .collect();
+    assert!(not_run.is_empty(), "{not_run:?}");
+    // Measured 11.9 % over 33 (fitted 4.2 % over 39; docs/simulator.md, 2026-12-05, after the
+    // 72-anchor search): a guard against getting worse, not the goal.
     assert!(
-        held.median_error <= 0.15,
+        held.median_error <= 0.125,
         "held-out median {:.1} %",
         held.median_error * 100.0
     );
     assert!(
-        fitted.median_error <= 0.06,
+        fitted.median_error <= 0.05,
         "fitted median {:.1} %",
         fitted.median_error * 100.0
     );

@@ -4,11 +4,12 @@
 //! the fitting anchors only: the mean over profiles of each profile's median error ([`score`]), among the points that keep every reference anchor within its tolerance. The held-out
 //! anchors are never run here (a test checks it). [`Calibration::FITTED`] is this search's best
 //! point on [`GRID`] (`cargo run --release -p infergate-engine --example calibrate`, about
-//! 7 min): the first wave's constants, which the reference's anchors still pick, an MoE
-//! compute efficiency of 0.4 on every FLOP of an MoE model (on the routed experts alone it
-//! scores 0.1096 at best against 0.1086), decode FLOPs at the prefill MFU, a 10 µs NVLink
-//! all-reduce and a 130 µs per-request overhead for vLLM V0 (inside the grid: an earlier search
-//! over 17–300 µs put 170, 220 and 300 µs below it; this grid keeps the values near it).
+//! 2 min on two cores): the first wave's constants, which the reference's anchors still pick, an
+//! MoE compute efficiency of 0.4 on every FLOP of an MoE model (on the routed experts alone it
+//! scored 0.1096 at best against 0.1086 in an earlier search), decode FLOPs at the prefill MFU,
+//! a 25 µs NVLink all-reduce, an 85 µs per-request overhead for vLLM V0 and fp8 GEMMs at 0.7 of
+//! the fp8 peak. [`GRID`] is the last of three searches on 2026-12-05, each around the one
+//! before's best until no best value sat at a grid's edge (docs/simulator.md lists them).
 
 use super::{with_calibration, AnchorResult, Split};
 use crate::step_time::Calibration;
@@ -37,6 +38,8 @@ pub struct Grid {
     pub nvlink_all_reduce_nanos: &'static [f64],
     /// vLLM V0's per-request step overhead, ns.
     pub v0_per_request_nanos: &'static [f64],
+    /// Share of the fp8 peak an fp8 model's GEMMs reach, relative to bf16's share of its peak.
+    pub fp8_compute_efficiency: &'static [f64],
     /// API overhead before scheduling, ms.
     pub api_overhead_ms: &'static [f64],
 }
@@ -47,12 +50,13 @@ pub const GRID: Grid = Grid {
     prefill_overlap_penalty: &[0.9],
     weight_bandwidth_efficiency: &[0.88],
     kv_bandwidth_efficiency: &[0.5],
-    mfu_scale: &[1.2, 1.4],
-    moe_compute_efficiency: &[0.5, 0.4, 0.3, 0.25],
-    moe_experts_only: &[false, true],
-    decode_compute_efficiency: &[None, Some(1.0)],
-    nvlink_all_reduce_nanos: &[10_000.0, 20_000.0],
-    v0_per_request_nanos: &[100_000.0, 130_000.0, 170_000.0],
+    mfu_scale: &[1.4],
+    moe_compute_efficiency: &[0.5, 0.4],
+    moe_experts_only: &[false],
+    decode_compute_efficiency: &[Some(1.0)],
+    nvlink_all_reduce_nanos: &[20_000.0, 25_000.0, 30_000.0, 35_000.0],
+    v0_per_request_nanos: &[40_000.0, 55_000.0, 70_000.0, 85_000.0],
+    fp8_compute_efficiency: &[0.8, 0.7, 0.6],
     api_overhead_ms: &[18.0],
 };
 
@@ -106,7 +110,7 @@ impl Grid {
                     })
             })
             .collect();
-        let dimensions: [(&[f64], SetConstant); 8] = [
+        let dimensions: [(&[f64], SetConstant); 9] = [
             (self.per_request_nanos, |c, v| c.per_request_nanos = v),
             (self.prefill_overlap_penalty, |c, v| {
                 c.prefill_overlap_penalty = v
@@ -125,6 +129,9 @@ impl Grid {
                 c.nvlink_all_reduce_nanos = v
             }),
             (self.v0_per_request_nanos, |c, v| c.v0_per_request_nanos = v),
+            (self.fp8_compute_efficiency, |c, v| {
+                c.fp8_compute_efficiency = v
+            }),
         ];
         for (values, set) in dimensions {
             calibrations = calibrations
@@ -168,19 +175,29 @@ fn fit(calibration: Calibration, api_overhead: Duration) -> Fit {
 
 /// Every point of `grid`, best first.
 pub fn search(grid: &Grid) -> Vec<Fit> {
-    let mut fits: Vec<Fit> = grid
-        .points()
-        .into_iter()
-        .map(|(calibration, api_overhead)| fit(calibration, api_overhead))
-        .collect();
-    // Points that break a reference anchor's tolerance last, whatever their score.
+    let mut fits = score_points(&grid.points());
+    rank(&mut fits);
+    fits
+}
+
+/// Each of `points` scored on the fitting anchors, in the order given (a caller may score
+/// parts of a grid apart and [`rank`] them together).
+pub fn score_points(points: &[(Calibration, Duration)]) -> Vec<Fit> {
+    points
+        .iter()
+        .map(|&(calibration, api_overhead)| fit(calibration, api_overhead))
+        .collect()
+}
+
+/// Orders fits best first: points that break a reference anchor's tolerance last, whatever
+/// their score; then by score, then by the median error.
+pub fn rank(fits: &mut [Fit]) {
     fits.sort_by(|a, b| {
         b.within_reference
             .cmp(&a.within_reference)
             .then(a.score.total_cmp(&b.score))
             .then(a.median_error.total_cmp(&b.median_error))
     });
-    fits
 }
 
 /// The search's objective: the mean over profiles of each profile's median absolute error,
@@ -221,6 +238,7 @@ mod tests {
             * GRID.decode_compute_efficiency.len()
             * GRID.nvlink_all_reduce_nanos.len()
             * GRID.v0_per_request_nanos.len()
+            * GRID.fp8_compute_efficiency.len()
             * GRID.api_overhead_ms.len();
         assert_eq!(points.len(), expected);
         for (i, a) in points.iter().enumerate() {
@@ -228,10 +246,13 @@ mod tests {
         }
         assert!(points.contains(&(Calibration::FITTED, crate::config::DEFAULT_API_OVERHEAD)));
         // The last constant varies fastest: the first two points differ only in it.
-        assert_eq!(points[0].0.per_request_nanos, points[1].0.per_request_nanos);
-        assert_ne!(
+        assert_eq!(
             points[0].0.v0_per_request_nanos,
             points[1].0.v0_per_request_nanos
+        );
+        assert_ne!(
+            points[0].0.fp8_compute_efficiency,
+            points[1].0.fp8_compute_efficiency
         );
     }
 }

@@ -7,8 +7,20 @@
 //!
 //! Assumptions common to the GPUStack rows: `vllm bench serve --dataset-name random` sends every
 //! request at once (`--request-rate inf`, no concurrency cap), with fixed lengths (range ratio
-//! 0; the result blocks' token totals show every output generated in full); the server runs vLLM
-//! v0.11's defaults (prefix caching and chunked prefill on); random prompts share no prefix.
+//! 0; the result blocks' token totals show every output generated in full, except the 32k-token
+//! rows of Qwen3-32B on one GPU, which generated 7,681 and 7,699 of 10,000 tokens: the
+//! prompts' 3.2 M tokens set those runs' total throughput); the server runs vLLM v0.11's
+//! defaults (prefix caching and chunked prefill on); random prompts share no prefix.
+//!
+//! Qwen3-32B on one 80 GB GPU: the model's 40,960-token context does not fit the KV cache vLLM
+//! leaves beside 61 GiB of weights, and the A100 page's own engine-selection run says how it was
+//! served: `vllm serve Qwen/Qwen3-32B --max-model-len 32768`. vLLM refuses to start unless its
+//! KV cache holds `max_model_len` tokens, so those servers had at least 32,768 tokens of KV
+//! cache, more than the profile's formula gives (29,400 with its 4 GB activation reserve,
+//! fitted to other models). The rows run with exactly that bound (2,048 blocks) and that
+//! `max_model_len`, on both GPUs (the H100 page names no `--max-model-len`; the same limit
+//! applies to it). Until 2026-12-05 they ran with the formula's cache, which cannot hold one
+//! 32k-token prompt, and four rows were not reproduced.
 //! The short-prompt rows (128 in, 4 out, 1,000 requests at once) are left out: there the chat
 //! endpoint's own per-request work, which the simulator does not model beyond a fixed API
 //! overhead, sets the duration (49.6 s for 1,000 requests of 132 tokens on an A100).
@@ -32,6 +44,7 @@ const SGLANG_VLLM060: &str = "SGLang, \"benchmark_vllm_060\" (github.com/sgl-pro
 const VLLM_CI: &str = "vLLM nightly performance benchmark, latency test `latency_llama8B_tp1` on A100-SXM4-80GB (\"Input length: 32 tokens. Output length: 128 tokens. Batch size: fixed (8)\"), mean latency 1585.43 ms";
 const MUSGRAVE: &str = "J. Musgrave, \"vLLM throughput-latency sweep on NVIDIA A100\" (A100 40GB, `vllm bench serve --random-input-len 1024 --random-output-len 128 --ignore-eos --max-concurrency C --num-prompts 20·C`): \"Batching buys throughput almost for free up to a concurrency of 8, a 6.6x gain\"";
 const QWEN_SPEED: &str = "Qwen2.5 speed benchmark (github.com/QwenLM/Qwen2.5 docs/source/benchmark/speed_benchmark.rst), vLLM 0.6.3 on A100 80GB, Qwen2.5-32B-Instruct BF16 on 2 GPUs, one request generating 2048 tokens, speed = 2048 / total time (prefill included); `gpu_memory_utilization=0.9`, max_model_len 32768 (65536 for the 63,488-token row, 131,072 with vLLM 0.6.2 for the 129,024-token row). Qwen2.5-32B stands in for Qwen3-32B: the same 64 layers, hidden size 5,120 and 8 KV heads (40 query heads against 64, FFN 27,648 against 25,600; 32.5B against 32.8B parameters)";
+const VLLM_CI_2024: &str = "vLLM's performance-benchmark pipeline (Buildkite `vllm/performance-benchmark`, builds 9513 and 9515 on H200 from vLLM PR #9768 \"[perf bench] H200 development\", October 2024; build 9523 on A100-SXM4-80GB): `benchmark_latency.py` (`latency_llama8B_tp1`, `latency_llama70B_tp4`: Meta-Llama-3-8B and Meta-Llama-3-70B-Instruct, dummy weights, \"Input length: 32 tokens. Output length: 128 tokens. Batch size: fixed (8)\", mean latency) and `benchmark_serving.py` (`serving_llama70B_tp4_sharegpt_qps_1`: 200 ShareGPT prompts, Poisson at 1 req/s, server with `--swap-space 16 --disable-log-stats --disable-log-requests --load-format dummy`). Assumed: vLLM 0.6.3 (the PR's month; the builds do not print it), so V0 at its defaults with the models' 8,192-token `max_model_len`; the latency test in-process (no HTTP front end); the serving run's lengths ShareGPT's as Lambda's 70B H100 TP4 file records them (`anchors::lambda`). Where the two H200 builds differ (8B 833.4 / 834.1 ms, 70B 2,077.5 / 2,075.1 ms) the first, build 9515, is used";
 const TRTLLM_8B: &str = "TensorRT-LLM performance overview (github.com/NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md), Llama 3.1 8B FP8, `trtllm-bench throughput`, fixed lengths, total output tok/s of H200 TP1 over H100 TP1. TensorRT-LLM, not vLLM: only the ratio between GPUs is compared. Assumed: 1,000 requests sent at once";
 const TRTLLM_70B: &str = "TensorRT-LLM performance overview (github.com/NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md), Llama 3.3 70B FP8 (Llama 3.1 70B's geometry), `trtllm-bench throughput`, fixed lengths, total output tok/s of one H200 over two H100 at TP2. TensorRT-LLM, not vLLM: only the ratio is compared. Assumed: 1,000 requests sent at once";
 
@@ -110,13 +123,45 @@ const fn gpu_ratio(
     )
 }
 
+/// A Llama-3 server of vLLM's 2024 benchmark pipeline (`VLLM_CI_2024`): V0 at its defaults.
+const fn vllm_ci_2024(model: &'static str, gpu: &'static str, tp: u32) -> Setup {
+    Setup::new(model, gpu, tp).max_model_len(8_192).v0()
+}
+
+/// `benchmark_latency.py` of vLLM's pipeline: a batch of 8 prompts of 32 tokens, 128 out,
+/// in-process.
+const fn vllm_ci_latency(model: &'static str, gpu: &'static str, tp: u32) -> Experiment {
+    x(
+        vllm_ci_2024(model, gpu, tp).offline(),
+        burst(8),
+        Lengths::Fixed(32, 128),
+    )
+}
+
+/// `serving_llama70B_tp4_sharegpt_qps_1` of vLLM's pipeline on 4× H200.
+const VLLM_CI_70B_H200_QPS_1: Experiment = x(
+    vllm_ci_2024("llama-3.1-70b", "h200", 4),
+    Load::Poisson {
+        per_second: 1.0,
+        requests: 200,
+    },
+    Lengths::Exact(lambda::H100_70B_TP4_320),
+);
+
 const L8_FP8_H200: Setup = Setup::new("llama-3.1-8b-fp8", "h200", 1);
 const L8_FP8_H100: Setup = Setup::new("llama-3.1-8b-fp8", "h100", 1);
 const L70_FP8_H200: Setup = Setup::new("llama-3.1-70b-fp8", "h200", 1);
 const L70_FP8_H100: Setup = Setup::new("llama-3.1-70b-fp8", "h100", 2);
 
-const Q32_H100: Setup = Setup::new("qwen3-32b", "h100", 1);
-const Q32_A100: Setup = Setup::new("qwen3-32b", "a100-80", 1);
+/// Qwen3-32B on one GPU as GPUStack served it: `--max-model-len 32768`, so at least that much
+/// KV cache (the module's note).
+const fn q32_one_gpu(gpu: &'static str) -> Setup {
+    Setup::new("qwen3-32b", gpu, 1)
+        .kv_blocks(32_768 / 16)
+        .max_model_len(32_768)
+}
+const Q32_H100: Setup = q32_one_gpu("h100");
+const Q32_A100: Setup = q32_one_gpu("a100-80");
 const Q235_H100: Setup = Setup::new("qwen3-235b-a22b", "h100", 8);
 const Q235_H100_FP8: Setup = Setup::new("qwen3-235b-a22b-fp8", "h100", 4).batched_tokens(16_384);
 const Q235_A100: Setup = Setup::new("qwen3-235b-a22b", "a100-80", 8);
@@ -630,5 +675,47 @@ pub const PUBLISHED: &[Published] = &[
         283.0 / 437.0,
         Fitting,
         TRTLLM_70B,
+    ),
+    // vLLM's 2024 benchmark pipeline (appended 2026-12-05, listed so that the profiles with
+    // no held-out anchor get one first; the sets written before the simulator first ran them).
+    figure(
+        "8B H200, batch 8, 32 in / 128 out",
+        vllm_ci_latency("llama-3.1-8b", "h200", 1),
+        Figure::E2eMeanSeconds,
+        0.833421,
+        HeldOut,
+        VLLM_CI_2024,
+    ),
+    figure(
+        "70B H200 TP4, batch 8, 32 in / 128 out",
+        vllm_ci_latency("llama-3.1-70b", "h200", 4),
+        Figure::E2eMeanSeconds,
+        2.07753,
+        Fitting,
+        VLLM_CI_2024,
+    ),
+    figure(
+        "70B H200 TP4, ShareGPT at 1 req/s",
+        VLLM_CI_70B_H200_QPS_1,
+        Figure::ItlMeanMs,
+        16.5538,
+        HeldOut,
+        VLLM_CI_2024,
+    ),
+    figure(
+        "70B H200 TP4, ShareGPT at 1 req/s",
+        VLLM_CI_70B_H200_QPS_1,
+        Figure::TtftMedianMs,
+        58.6838,
+        Fitting,
+        VLLM_CI_2024,
+    ),
+    figure(
+        "70B A100 TP4, batch 8, 32 in / 128 out",
+        vllm_ci_latency("llama-3.1-70b", "a100-80", 4),
+        Figure::E2eMeanSeconds,
+        3.99059,
+        HeldOut,
+        VLLM_CI_2024,
     ),
 ];

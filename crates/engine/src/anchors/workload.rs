@@ -33,6 +33,9 @@ pub struct Setup {
     /// `max(max_model_len, 2048)` tokens. Above 32k V0 turned chunked prefill on, which mixes
     /// prompt chunks into the decode steps as V1 does.
     pub vllm_v0: bool,
+    /// Whether the source drove vLLM's engine in-process (`benchmark_latency.py`,
+    /// `benchmark_throughput.py`) rather than through its HTTP server: no API front end.
+    pub offline: bool,
 }
 
 /// vLLM V0 turned chunked prefill on by default above this `max_model_len` (0.5–0.6).
@@ -50,7 +53,14 @@ impl Setup {
             num_gpu_blocks: None,
             max_num_batched_tokens: None,
             vllm_v0: false,
+            offline: false,
         }
+    }
+
+    /// The same driven in-process, without the HTTP front end.
+    pub const fn offline(mut self) -> Setup {
+        self.offline = true;
+        self
     }
 
     /// The same on vLLM's V0 engine.
@@ -96,6 +106,9 @@ impl Setup {
         }
         if let Some(n) = self.max_num_batched_tokens {
             c.max_num_batched_tokens = n;
+        }
+        if self.offline {
+            c.api_overhead = Duration::ZERO;
         }
         if self.vllm_v0 {
             c.calibration.per_request_nanos = c.calibration.v0_per_request_nanos;
@@ -425,5 +438,20 @@ mod tests {
             Calibration::FITTED.v0_per_request_nanos
         );
         assert!(v0.calibration.per_request_nanos > v1.calibration.per_request_nanos);
+    }
+
+    #[test]
+    fn an_offline_setup_has_no_http_front_end() {
+        let fresh = || EngineConfig::new(Profile::lookup("llama-3.1-8b", "h200", 1).unwrap());
+        let mut served = fresh();
+        Setup::new("llama-3.1-8b", "h200", 1).apply(&mut served);
+        assert_eq!(served.api_overhead, crate::config::DEFAULT_API_OVERHEAD);
+        assert!(served.api_overhead > Duration::ZERO);
+        let mut in_process = fresh();
+        Setup::new("llama-3.1-8b", "h200", 1)
+            .offline()
+            .v0()
+            .apply(&mut in_process);
+        assert_eq!(in_process.api_overhead, Duration::ZERO);
     }
 }
