@@ -336,19 +336,9 @@ pub fn measured_ttfts_ms(run: &RunOutcome) -> Vec<f64> {
         .collect()
 }
 
-/// The median of `v` (the mean of the middle two of an even count); NaN when empty.
-pub fn median(v: &mut [f64]) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    let mid = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[mid]
-    } else {
-        0.5 * (v[mid - 1] + v[mid])
-    }
-}
+/// The median of `v` (the mean of the middle two of an even count); NaN when empty. Its home is
+/// the engine's `drive`, where the simulator's anchors read it too.
+pub use infergate_engine::drive::median;
 
 /// The median, per figure, of one policy's results over several seeds (an even count of
 /// seeds: the mean of the middle two), with each headline figure's spread.
@@ -496,13 +486,6 @@ mod tests {
             output_tokens: tokens,
             ..Outcome::default()
         }
-    }
-
-    #[test]
-    fn the_median_of_an_even_count_is_the_mean_of_the_middle_two() {
-        assert_eq!(median(&mut [4.0, 1.0, 3.0, 2.0]), 2.5);
-        assert_eq!(median(&mut [5.0, 1.0, 3.0]), 3.0);
-        assert!(median(&mut []).is_nan());
     }
 
     #[test]

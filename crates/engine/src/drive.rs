@@ -137,6 +137,22 @@ pub fn run(
     record
 }
 
+/// The median of `values`: the middle value of an odd count, the mean of the middle two of an
+/// even one (never one of the two alone, which would tilt every even-sized group the same way);
+/// NaN when empty.
+pub fn median(values: &mut [f64]) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    if values.len() % 2 == 1 {
+        values[mid]
+    } else {
+        0.5 * (values[mid - 1] + values[mid])
+    }
+}
+
 /// The `q`-quantile (0..=1) of `values` by nearest rank; `None` when empty.
 pub fn quantile(values: &mut [f64], q: f64) -> Option<f64> {
     if values.is_empty() {
@@ -150,6 +166,14 @@ pub fn quantile(values: &mut [f64], q: f64) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_median_of_an_even_count_is_the_mean_of_the_middle_two() {
+        assert_eq!(median(&mut [4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert_eq!(median(&mut [5.0, 1.0, 3.0]), 3.0);
+        assert_eq!(median(&mut [0.185, 0.615]), 0.4);
+        assert!(median(&mut []).is_nan());
+    }
 
     #[test]
     fn quantile_is_nearest_rank() {

@@ -8,8 +8,10 @@
 //! MoE compute efficiency of 0.4 on every FLOP of an MoE model (on the routed experts alone it
 //! scored 0.1096 at best against 0.1086 in an earlier search), decode FLOPs at the prefill MFU,
 //! a 25 µs NVLink all-reduce, an 85 µs per-request overhead for vLLM V0 and fp8 GEMMs at 0.7 of
-//! the fp8 peak. [`GRID`] is the last of three searches on 2026-12-05, each around the one
-//! before's best until no best value sat at a grid's edge (docs/simulator.md lists them).
+//! the fp8 peak. [`GRID`] is the last of four searches on 2026-12-05: three on 72 anchors, each
+//! around the one before's best until no best value sat at a grid's edge, then this one on 75
+//! with the even-count median, where the same point is inside the grid in every dimension
+//! (docs/simulator.md lists them).
 
 use super::{with_calibration, AnchorResult, Split};
 use crate::step_time::Calibration;
@@ -55,7 +57,7 @@ pub const GRID: Grid = Grid {
     moe_experts_only: &[false],
     decode_compute_efficiency: &[Some(1.0)],
     nvlink_all_reduce_nanos: &[20_000.0, 25_000.0, 30_000.0, 35_000.0],
-    v0_per_request_nanos: &[40_000.0, 55_000.0, 70_000.0, 85_000.0],
+    v0_per_request_nanos: &[55_000.0, 70_000.0, 85_000.0, 100_000.0, 115_000.0],
     fp8_compute_efficiency: &[0.8, 0.7, 0.6],
     api_overhead_ms: &[18.0],
 };

@@ -44,6 +44,7 @@ const SGLANG_VLLM060: &str = "SGLang, \"benchmark_vllm_060\" (github.com/sgl-pro
 const VLLM_CI: &str = "vLLM nightly performance benchmark, latency test `latency_llama8B_tp1` on A100-SXM4-80GB (\"Input length: 32 tokens. Output length: 128 tokens. Batch size: fixed (8)\"), mean latency 1585.43 ms";
 const MUSGRAVE: &str = "J. Musgrave, \"vLLM throughput-latency sweep on NVIDIA A100\" (A100 40GB, `vllm bench serve --random-input-len 1024 --random-output-len 128 --ignore-eos --max-concurrency C --num-prompts 20·C`): \"Batching buys throughput almost for free up to a concurrency of 8, a 6.6x gain\"";
 const QWEN_SPEED: &str = "Qwen2.5 speed benchmark (github.com/QwenLM/Qwen2.5 docs/source/benchmark/speed_benchmark.rst), vLLM 0.6.3 on A100 80GB, Qwen2.5-32B-Instruct BF16 on 2 GPUs, one request generating 2048 tokens, speed = 2048 / total time (prefill included); `gpu_memory_utilization=0.9`, max_model_len 32768 (65536 for the 63,488-token row, 131,072 with vLLM 0.6.2 for the 129,024-token row). Qwen2.5-32B stands in for Qwen3-32B: the same 64 layers, hidden size 5,120 and 8 KV heads (40 query heads against 64, FFN 27,648 against 25,600; 32.5B against 32.8B parameters)";
+const TRTLLM_235B: &str = "TensorRT-LLM performance overview (github.com/NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md), Qwen3-235B-A22B FP8 (`nvidia/Qwen3-235B-A22B-FP8`), `trtllm-bench throughput` with the MoE options (expert parallelism, attention data parallelism), fixed lengths, as many requests as its table gives for each length pair (3,000 for 128 / 2,048; 1,500 for 2,048 / 2,048 and 5,000 / 500), total output tok/s of H100 TP8 over H200 TP8. TensorRT-LLM, not vLLM: only the ratio is compared, filed under the H100 profile the bench's 235B fleets run. Assumed: every request sent at once, and TP8 in the simulator standing in for the expert-parallel layout on both GPUs";
 const VLLM_CI_2024: &str = "vLLM's performance-benchmark pipeline (Buildkite `vllm/performance-benchmark`, builds 9513 and 9515 on H200 from vLLM PR #9768 \"[perf bench] H200 development\", October 2024; build 9523 on A100-SXM4-80GB): `benchmark_latency.py` (`latency_llama8B_tp1`, `latency_llama70B_tp4`: Meta-Llama-3-8B and Meta-Llama-3-70B-Instruct, dummy weights, \"Input length: 32 tokens. Output length: 128 tokens. Batch size: fixed (8)\", mean latency) and `benchmark_serving.py` (`serving_llama70B_tp4_sharegpt_qps_1`: 200 ShareGPT prompts, Poisson at 1 req/s, server with `--swap-space 16 --disable-log-stats --disable-log-requests --load-format dummy`). Assumed: vLLM 0.6.3 (the PR's month; the builds do not print it), so V0 at its defaults with the models' 8,192-token `max_model_len`; the latency test in-process (no HTTP front end); the serving run's lengths ShareGPT's as Lambda's 70B H100 TP4 file records them (`anchors::lambda`). Where the two H200 builds differ (8B 833.4 / 834.1 ms, 70B 2,077.5 / 2,075.1 ms) the first, build 9515, is used";
 const TRTLLM_8B: &str = "TensorRT-LLM performance overview (github.com/NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md), Llama 3.1 8B FP8, `trtllm-bench throughput`, fixed lengths, total output tok/s of H200 TP1 over H100 TP1. TensorRT-LLM, not vLLM: only the ratio between GPUs is compared. Assumed: 1,000 requests sent at once";
 const TRTLLM_70B: &str = "TensorRT-LLM performance overview (github.com/NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md), Llama 3.3 70B FP8 (Llama 3.1 70B's geometry), `trtllm-bench throughput`, fixed lengths, total output tok/s of one H200 over two H100 at TP2. TensorRT-LLM, not vLLM: only the ratio is compared. Assumed: 1,000 requests sent at once";
@@ -122,6 +123,33 @@ const fn gpu_ratio(
         source,
     )
 }
+
+/// `requests` requests of `lengths`, all at once, on `a` over `b`: a throughput ratio between
+/// two GPUs, for sources that give their request counts.
+const fn gpu_ratio_of(
+    experiment: &'static str,
+    (a, b): (Setup, Setup),
+    requests: usize,
+    lengths: Lengths,
+    measured: f64,
+    split: super::Split,
+    source: &'static str,
+) -> Published {
+    ratio(
+        experiment,
+        x(a, burst(requests), lengths),
+        x(b, burst(requests), lengths),
+        Figure::OutputTokensPerSecond,
+        measured,
+        split,
+        source,
+    )
+}
+
+const Q235_FP8_H100_OVER_H200: (Setup, Setup) = (
+    Setup::new("qwen3-235b-a22b-fp8", "h100", 8),
+    Setup::new("qwen3-235b-a22b-fp8", "h200", 8),
+);
 
 /// A Llama-3 server of vLLM's 2024 benchmark pipeline (`VLLM_CI_2024`): V0 at its defaults.
 const fn vllm_ci_2024(model: &'static str, gpu: &'static str, tp: u32) -> Setup {
@@ -717,5 +745,35 @@ pub const PUBLISHED: &[Published] = &[
         3.99059,
         HeldOut,
         VLLM_CI_2024,
+    ),
+    // TensorRT-LLM's fp8 Qwen3-235B, H100 over H200 at TP8 (appended 2026-12-05 for the shipped
+    // fp8 TP8 profile, which had no held-out anchor; the length pairs those of the 8B rows that
+    // both GPUs have, the sets written before the simulator first ran them).
+    gpu_ratio_of(
+        "235B FP8 H100 / H200 TP8, 128 in / 2048 out",
+        Q235_FP8_H100_OVER_H200,
+        3_000,
+        Lengths::Fixed(128, 2_048),
+        19_658.0 / 42_821.0,
+        HeldOut,
+        TRTLLM_235B,
+    ),
+    gpu_ratio_of(
+        "235B FP8 H100 / H200 TP8, 2048 in / 2048 out",
+        Q235_FP8_H100_OVER_H200,
+        1_500,
+        Lengths::Fixed(2_048, 2_048),
+        9_924.0 / 16_672.0,
+        Fitting,
+        TRTLLM_235B,
+    ),
+    gpu_ratio_of(
+        "235B FP8 H100 / H200 TP8, 5000 in / 500 out",
+        Q235_FP8_H100_OVER_H200,
+        1_500,
+        Lengths::Fixed(5_000, 500),
+        3_225.0 / 3_623.0,
+        HeldOut,
+        TRTLLM_235B,
     ),
 ];
