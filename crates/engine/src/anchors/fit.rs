@@ -175,15 +175,8 @@ fn fit(calibration: Calibration, api_overhead: Duration) -> Fit {
     }
 }
 
-/// Every point of `grid`, best first.
-pub fn search(grid: &Grid) -> Vec<Fit> {
-    let mut fits = score_points(&grid.points());
-    rank(&mut fits);
-    fits
-}
-
-/// Each of `points` scored on the fitting anchors, in the order given (a caller may score
-/// parts of a grid apart and [`rank`] them together).
+/// Each of `points` scored on the fitting anchors, in the order given: the search is
+/// [`Grid::points`] scored (in parts, by a caller that has threads) and then [`rank`]ed.
 pub fn score_points(points: &[(Calibration, Duration)]) -> Vec<Fit> {
     points
         .iter()

@@ -3,7 +3,7 @@
 //! can hold it to.
 //!
 //! Every anchor belongs to one of two sets, fixed in its table before any fitting:
-//! - the **fitting set**, the only anchors [`fit::search`] reads when it chooses the step-time
+//! - the **fitting set**, the only anchors [`fit::score_points`] reads when it chooses the step-time
 //!   constants ([`Calibration::FITTED`] is its result);
 //! - the **held-out set**, only ever reported: its error is the simulator's error out of sample,
 //!   per GPU and per model ([`summary`], [`by_gpu`], [`by_model`]).

@@ -103,7 +103,7 @@ const fn ratio(
 }
 
 /// The same 1,000 requests of `lengths`, all at once, on `a` over `b`: a throughput ratio
-/// between two GPUs.
+/// between two GPUs, for sources that do not give their request counts.
 const fn gpu_ratio(
     experiment: &'static str,
     a: Setup,
@@ -113,15 +113,7 @@ const fn gpu_ratio(
     split: super::Split,
     source: &'static str,
 ) -> Published {
-    ratio(
-        experiment,
-        x(a, burst(1_000), lengths),
-        x(b, burst(1_000), lengths),
-        Figure::OutputTokensPerSecond,
-        measured,
-        split,
-        source,
-    )
+    gpu_ratio_of(experiment, (a, b), 1_000, lengths, measured, split, source)
 }
 
 /// `requests` requests of `lengths`, all at once, on `a` over `b`: a throughput ratio between
