@@ -36,6 +36,10 @@ const WITHOUT_DECODE_PACE: &str = "infergate-without-decode-pace";
 /// Flow control whose overload rule refuses at its wait even while the queue drains within it.
 const WITHOUT_HOLD_WHILE_DRAINING: &str = "infergate-without-hold-while-draining";
 
+/// Flow control whose overload rule reads a queue that has not emptied for its interval as
+/// overload, as before the sojourn sensor.
+const WITHOUT_SOJOURN_SENSOR: &str = "infergate-without-sojourn-sensor";
+
 /// What an ablation takes away.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Ablation {
@@ -69,6 +73,10 @@ pub fn ablation(name: &str) -> Option<Ablation> {
         })),
         WITHOUT_HOLD_WHILE_DRAINING => Some(Ablation::Gate(Tuning {
             without_hold_while_draining: true,
+            ..Tuning::default()
+        })),
+        WITHOUT_SOJOURN_SENSOR => Some(Ablation::Gate(Tuning {
+            backlog_overload_sensor: true,
             ..Tuning::default()
         })),
         WITHOUT_DECODE_PACE => Some(Ablation::Gate(Tuning {
@@ -109,6 +117,7 @@ pub fn names() -> Vec<String> {
         WITHOUT_ADAPTER_AWARE_QUEUES,
         WITHOUT_DECODE_PACE,
         WITHOUT_HOLD_WHILE_DRAINING,
+        WITHOUT_SOJOURN_SENSOR,
     ] {
         out.push(gate.to_owned());
     }

@@ -2,7 +2,7 @@
 //! fed the same scrapes the picker sees.
 
 use crate::tuning::Tuning;
-use infergate_config::gateway::{Band, ResolvedFlowControl, Setting};
+use infergate_config::gateway::{Band, OverloadSensor, ResolvedFlowControl, Setting};
 use infergate_flow::{
     band_index, Admission, Detector, EndpointLoad, FlowConfig, FlowController, FlowRequest,
     Outcome, RecentPace,
@@ -69,6 +69,9 @@ impl FlowGate {
         }
         if tuning.without_hold_while_draining {
             resolved.overload.hold_while_draining = Setting::set(false);
+        }
+        if tuning.backlog_overload_sensor {
+            resolved.overload.sensor = Setting::set(OverloadSensor::Backlog);
         }
         if let Some(c) = tuning.sheddable_ceiling {
             resolved.bands[band_index(Band::Sheddable)].saturation_ceiling = Setting::set(c);

@@ -45,4 +45,7 @@ pub struct Tuning {
     /// The detector reads a LoRA server's waiting count even while requests in it wait for an
     /// adapter slot, as a detector blind to adapter residency does.
     pub counts_adapter_bound_queues: bool,
+    /// The overload rule reads a queue not empty for its interval as overload, as it did before
+    /// the sojourn sensor (the config's `overload.sensor: backlog`).
+    pub backlog_overload_sensor: bool,
 }

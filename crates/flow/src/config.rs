@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use infergate_config::gateway::{Band, Fairness, ResolvedFlowControl};
+use infergate_config::gateway::{Band, Fairness, OverloadSensor, ResolvedFlowControl};
 
 /// An observation older than this is never trusted, however lax the metrics' own staleness
 /// threshold: a pool whose scrapes all stopped landing says nothing about now.
@@ -21,23 +21,26 @@ pub struct BandLimits {
 }
 
 /// When a backlog is an overload rather than a burst (`spec.flowControl.overload`), after
-/// CoDel's idea: a queue that drains now and then is absorbing a burst, and waiting in it pays;
-/// a queue that has not been empty for a whole `interval` is fed faster than the pool serves,
-/// and every request waiting in it grows the wait of every request behind it. Then a request
-/// that has waited `max_wait` is refused (429 + Retry-After) instead of waiting out its TTL, so
-/// the requests that are dispatched are the ones that can still be answered in time.
+/// CoDel's idea: a queue whose requests wait a little is absorbing a burst, and waiting in it
+/// pays; a queue whose oldest request has waited past `max_wait` without a break for another
+/// `max_wait` ([`OverloadSensor::Sojourn`]) is fed faster than the pool serves, and every
+/// request waiting in it grows the wait of every request behind it. Then a request that has
+/// waited `max_wait` is refused (429 + Retry-After) instead of waiting out its TTL, so the
+/// requests that are dispatched are the ones that can still be answered in time.
 ///
 /// Applies to the bands below Critical; Critical waits out its own TTL.
 ///
 /// With `kv_only_in_overload`, KV-cache use holds Standard only while the pool is overloaded
-/// (a band below Critical backlogged for the interval; Sheddable and Critical are held against
-/// every signal at all times): a model server runs near its KV
+/// (as the sensor reads it; Sheddable and Critical are held against every signal at all
+/// times): a model server runs near its KV
 /// threshold while it still admits work, so holding requests on KV use alone leaves capacity
 /// unused below overload; in overload the same signal keeps the batches short enough for the
 /// answered requests' time per token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Overload {
-    /// How long a band's queue must have stayed non-empty to count as overloaded.
+    /// How long the overload outlasts the rule's last refusal, and how long every Sheddable
+    /// request must have been refused for saturation to count as overload; with
+    /// [`OverloadSensor::Backlog`], how long a band's queue must have stayed non-empty.
     pub interval: Duration,
     /// How long a request of an overloaded band may wait.
     pub max_wait: Duration,
@@ -48,6 +51,8 @@ pub struct Overload {
     /// `max_wait` at most) while what is queued in its band and above drains within `max_wait`
     /// at the pool's completion rate: a burst passing rather than arrivals outrunning the pool.
     pub hold_while_draining: bool,
+    /// What reads the pool as overloaded.
+    pub sensor: OverloadSensor,
 }
 
 /// Flow control settings of one pool.
@@ -108,6 +113,7 @@ impl FlowConfig {
                 max_wait: f.overload.max_wait.value,
                 kv_only_in_overload: !f.overload.kv_cache_always.value,
                 hold_while_draining: f.overload.hold_while_draining.value,
+                sensor: f.overload.sensor.value,
             }),
         }
     }

@@ -27,23 +27,30 @@
 //!   dispatch because the pool is saturated; Critical is refused only when the queues are full
 //!   even after displacing every lower-band request, or when its TTL runs out;
 //! - with the overload rule ([`crate::Overload`]), no request below Critical is refused with
-//!   429, `rejected-overloaded`, before its band has been backlogged (never empty) for the
-//!   interval and it has waited the overload wait; none is still queued after the first `poll`
-//!   past that point, unless the rule holds while a backlog drains
-//!   (`Overload::hold_while_draining`) and what is queued in its band and above drains within
-//!   the wait at the pool's completion rate; and none, held or not, after the first `poll` at
-//!   which the band has been backlogged for the interval and the request has waited twice the
-//!   wait;
+//!   429, `rejected-overloaded`, before it has waited the overload wait and the pool reads as
+//!   overloaded: with the sojourn sensor (the default), not before some request below Critical
+//!   has waited at least the wait for another wait (twice the wait in all), or within the
+//!   interval after an earlier such refusal; with the backlog sensor, not before its band has
+//!   been backlogged (never empty) for the interval. With the sojourn sensor no request below
+//!   Critical is still queued after a `poll` at which it has waited twice the wait. With the
+//!   backlog sensor none is still queued after the first `poll` past its cut, unless the rule
+//!   holds while a backlog drains (`Overload::hold_while_draining`) and what is queued in its
+//!   band and above drains within the wait at the pool's completion rate; and none, held or
+//!   not, after the first `poll` at which the band has been backlogged for the interval and the
+//!   request has waited twice the wait;
 //! - the pool counts as overloaded (for reading KV-cache use and the decode pace for Standard)
-//!   while a band below Critical has been backlogged for the interval, while every Sheddable
-//!   request has been refused for saturation for the interval (the latest within it), and for
-//!   the interval after the overload rule refuses a request.
+//!   while the sensor says so (the sojourn sensor: from the moment the oldest request below
+//!   Critical has waited past the wait without a break for another wait, until no band below
+//!   Critical is queued; the backlog sensor: while a band below Critical has been backlogged for
+//!   the interval), while every Sheddable request has been refused for saturation for the
+//!   interval (the latest within it), and for the interval after the overload rule refuses a
+//!   request.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use infergate_config::gateway::Band;
+use infergate_config::gateway::{Band, OverloadSensor};
 
 use crate::config::{band_index, FlowConfig};
 use crate::decision::{Admission, Decision, DropReason, Outcome, Rejection, RequestId};
@@ -127,6 +134,11 @@ pub struct FlowController {
     /// the pool read as overloaded while the servers are as full as they were, so the overload
     /// lasts an interval past it.
     last_overload_refusal: Option<Duration>,
+    /// Since when the oldest request queued below Critical has waited at least the overload
+    /// wait without a break: what the sojourn sensor reads. Kept while the rule has refused a
+    /// request within the interval, and while the overload it started lasts and a band below
+    /// Critical is still queued; `None` otherwise.
+    overdue_since: Option<Duration>,
 }
 
 impl FlowController {
@@ -143,6 +155,7 @@ impl FlowController {
             outbox: Vec::new(),
             sheddable_refused: None,
             last_overload_refusal: None,
+            overdue_since: None,
         }
     }
 
@@ -157,6 +170,7 @@ impl FlowController {
         if self.entries.contains_key(&req.id) {
             return Err(FlowError::DuplicateId(req.id));
         }
+        self.sense(now);
         let b = band_index(req.band);
         let nothing_ahead = self.bands[..=b].iter().all(|q| q.len.requests == 0);
         if !self.config.enabled || (nothing_ahead && self.below_ceiling(req.band, now)) {
@@ -257,12 +271,14 @@ impl FlowController {
     pub fn observe(&mut self, state: PoolState, now: Duration) {
         self.observed = Some(Observed { state, at: now });
         self.credit = 0;
+        self.sense(now);
     }
 
     /// A dispatched request finished (answered, failed or abandoned): its capacity is free.
     pub fn on_complete(&mut self, now: Duration) {
         self.credit -= 1;
         self.drain.record(now);
+        self.sense(now);
     }
 
     /// Removes a queued request without a decision (its client went away); whether it was
@@ -278,6 +294,7 @@ impl FlowController {
         // Closes the drain rate's window, so a pool that stopped finishing reads as draining
         // slowly when the overload rule asks.
         self.drain.per_sec(now);
+        self.sense(now);
         for b in 0..self.bands.len() {
             while let Some(&(deadline, id)) = self.bands[b].by_deadline.first() {
                 if deadline > now {
@@ -322,22 +339,31 @@ impl FlowController {
                 self.last_overload_refusal = Some(now);
             }
         }
+        // What was dispatched or refused changed the oldest waiting request.
+        self.sense(now);
         out
     }
 
-    /// Whether the pool is overloaded at `now`: a band below Critical has been backlogged (never
-    /// empty) for the overload interval, every Sheddable request has been refused for
+    /// Whether the pool is overloaded at `now`: the sensor says so (the sojourn sensor: the
+    /// oldest request below Critical has waited past the overload wait without a break for
+    /// another overload wait, see [`Self::sense`]; the backlog sensor: a band below Critical has
+    /// not been empty for the overload interval), every Sheddable request has been refused for
     /// saturation for the interval and one was refused within it, or the overload rule refused a
     /// request within the interval.
     fn overloaded(&self, now: Duration) -> bool {
         let Some(rule) = self.config.overload else {
             return false;
         };
-        let backlogged = [Band::Standard, Band::Sheddable].into_iter().any(|b| {
-            self.bands[band_index(b)]
-                .backlogged_since
-                .is_some_and(|since| since + rule.interval <= now)
-        });
+        let backlogged = match rule.sensor {
+            OverloadSensor::Sojourn => self
+                .overdue_since
+                .is_some_and(|since| since + rule.max_wait <= now),
+            OverloadSensor::Backlog => [Band::Standard, Band::Sheddable].into_iter().any(|b| {
+                self.bands[band_index(b)]
+                    .backlogged_since
+                    .is_some_and(|since| since + rule.interval <= now)
+            }),
+        };
         let shedding = self.sheddable_refused.is_some_and(|(since, last)| {
             since + rule.interval <= now && now < last + rule.interval
         });
@@ -345,6 +371,53 @@ impl FlowController {
             .last_overload_refusal
             .is_some_and(|at| now < at + rule.interval);
         backlogged || shedding || refused_lately
+    }
+
+    /// Brings the sojourn sensor up to `now`. Called by every method that changes the queues,
+    /// the observation or the clock, so the oldest request's wait is read at each change.
+    ///
+    /// The sensor reads how long requests wait, not whether they wait: the gateway holds a
+    /// burst at the servers' queue threshold, and that queue stays non-empty for seconds while
+    /// each request in it waits a fraction of one (the backlog sensor read it as overload, and
+    /// refused what the servers would have answered in time). Once the oldest request below
+    /// Critical has waited the overload wait, arrivals have outrun the pool for that long; when
+    /// that has lasted another overload wait, the pool is overloaded. It stays so while a band
+    /// below Critical is queued: the rule's refusals keep the waits just under the overload wait,
+    /// and reading that as the end of the overload would let the servers' batches refill.
+    fn sense(&mut self, now: Duration) {
+        let Some(rule) = self
+            .config
+            .overload
+            .filter(|r| r.sensor == OverloadSensor::Sojourn)
+        else {
+            return;
+        };
+        let below_critical = [Band::Standard, Band::Sheddable];
+        let queued = below_critical
+            .iter()
+            .any(|&b| self.bands[band_index(b)].len.requests > 0);
+        let overloaded = self
+            .overdue_since
+            .is_some_and(|since| since + rule.max_wait <= now);
+        if queued && overloaded {
+            return;
+        }
+        // When the oldest request crossed the overload wait, if it has.
+        let crossed = below_critical
+            .iter()
+            .filter_map(|&b| self.oldest_wait(b, now))
+            .max()
+            .and_then(|w| w.checked_sub(rule.max_wait))
+            .map(|past| now.saturating_sub(past));
+        let refused_lately = self
+            .last_overload_refusal
+            .is_some_and(|at| now < at + rule.interval);
+        self.overdue_since = match (self.overdue_since, crossed) {
+            (Some(since), Some(_)) => Some(since),
+            (None, Some(at)) => Some(at),
+            (since, None) if refused_lately => Some(since.unwrap_or(now)),
+            (_, None) => None,
+        };
     }
 
     /// A Sheddable request was refused for saturation at `now`.
@@ -375,17 +448,27 @@ impl FlowController {
     }
 
     /// `band`'s oldest request and when the overload rule refuses it if nothing else happens
-    /// first: once the queue has been backlogged for the interval and the request has waited
-    /// its overload wait. `None` for Critical, without the rule, or with nothing queued.
+    /// first: once the pool reads as overloaded (the sojourn sensor: a request below Critical
+    /// has waited past the overload wait for another overload wait, this one at the latest
+    /// when it has waited twice the wait; the backlog sensor: the band's queue has not been
+    /// empty for the interval) and the request has waited its overload wait. `None` for
+    /// Critical, without the rule, or with nothing queued.
     ///
     /// With one TTL per band, the first request by deadline is also the oldest by arrival.
     fn overload_cut(&self, band: Band) -> Option<(Duration, RequestId)> {
         let rule = self.config.overload.filter(|_| band != Band::Critical)?;
         let q = &self.bands[band_index(band)];
-        let since = q.backlogged_since?;
         let &(_, id) = q.by_deadline.first()?;
         let oldest = self.entries.get(&id)?;
-        let cut = (since + rule.interval).max(oldest.enqueued_at + rule.max_wait);
+        let onset = match rule.sensor {
+            OverloadSensor::Sojourn => {
+                self.overdue_since
+                    .unwrap_or(oldest.enqueued_at + rule.max_wait)
+                    + rule.max_wait
+            }
+            OverloadSensor::Backlog => q.backlogged_since? + rule.interval,
+        };
+        let cut = onset.max(oldest.enqueued_at + rule.max_wait);
         // A queue that the pool drains within the overload wait is a burst passing, not
         // arrivals outrunning the pool: refusing its head would turn a wait of a little over
         // `max_wait` into a miss. Held, the head waits at most twice the wait.

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Duration;
 
 use common::{ms, pool_at};
-use infergate_config::gateway::{Band, Fairness};
+use infergate_config::gateway::{Band, Fairness, OverloadSensor};
 use infergate_flow::{
     band_index, Admission, BandLimits, Decision, DropReason, FlowConfig, FlowController,
     FlowRequest, Outcome, Overload,
@@ -71,7 +71,13 @@ fn config() -> impl Strategy<Value = FlowConfig> {
         50..800u64,
         any::<bool>(),
         proptest::collection::vec(1..5u32, TENANTS as usize),
-        proptest::option::of((50..1_000u64, 20..800u64, any::<bool>(), any::<bool>())),
+        proptest::option::of((
+            50..1_000u64,
+            20..800u64,
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+        )),
     )
         .prop_map(
             |(bands, max_r, max_b, weighted, weights, overload)| FlowConfig {
@@ -94,11 +100,16 @@ fn config() -> impl Strategy<Value = FlowConfig> {
                     BTreeMap::new()
                 },
                 state_max_age: Duration::from_secs(1),
-                overload: overload.map(|(interval, wait, kv_only, hold)| Overload {
+                overload: overload.map(|(interval, wait, kv_only, hold, sojourn)| Overload {
                     interval: ms(interval),
                     max_wait: ms(wait),
                     kv_only_in_overload: kv_only,
                     hold_while_draining: hold,
+                    sensor: if sojourn {
+                        OverloadSensor::Sojourn
+                    } else {
+                        OverloadSensor::Backlog
+                    },
                 }),
             },
         )
@@ -130,6 +141,10 @@ struct Model {
     /// it: never later than the controller's, which may have emptied earlier by displacing a
     /// request the model learns of only at the next poll.
     backlogged_since: [Option<Duration>; 3],
+    /// The earliest time at which the sojourn sensor can read the pool as overloaded: the least
+    /// arrival plus twice the overload wait of the requests below Critical that stayed queued at
+    /// least one wait, of those that have left (the queued ones are read where it is checked).
+    sojourn_onset: Option<Duration>,
 }
 
 impl Model {
@@ -188,17 +203,60 @@ impl Model {
     }
 
     /// Whether the overload rule may refuse `q` at `now` if its band has been backlogged
-    /// `since`: below Critical, backlogged for the interval and `q` waited the overload wait
-    /// (`waits` of them). The rule refuses at one wait, unless it holds while the queue drains
-    /// within the wait at the pool's drain rate (which the model does not track): then at two
-    /// at the latest.
+    /// `since`: below Critical, the pool overloaded and `q` waited the overload wait (`waits` of
+    /// them). The rule refuses at one wait, unless it holds while the queue drains within the
+    /// wait at the pool's drain rate (which the model does not track): then at two at the
+    /// latest. With the backlog sensor the pool is overloaded once the band has been backlogged
+    /// for the interval; with the sojourn sensor not before [`Self::sojourn_onset_at`] says.
     fn overload_due(&self, q: &Queued, since: Option<Duration>, now: Duration, waits: u32) -> bool {
-        let (Some(rule), Some(since)) = (self.config.overload, since) else {
+        let Some(rule) = self.config.overload else {
             return false;
         };
+        let overloaded = match rule.sensor {
+            OverloadSensor::Backlog => since.is_some_and(|since| now >= since + rule.interval),
+            OverloadSensor::Sojourn => self.sojourn_onset_at(now).is_some_and(|at| now >= at),
+        };
         q.band != band_index(Band::Critical)
-            && now >= since + rule.interval
+            && overloaded
             && now >= q.enqueued_at + rule.max_wait * waits
+    }
+
+    /// The earliest the sojourn sensor can have read the pool as overloaded, as of `now`: some
+    /// request below Critical stayed queued for the overload wait (while queued now, or before
+    /// it left) and arrived twice the wait before. `None` while none has.
+    fn sojourn_onset_at(&self, now: Duration) -> Option<Duration> {
+        let wait = self.config.overload?.max_wait;
+        self.queued
+            .values()
+            .filter(|q| q.band != band_index(Band::Critical) && now >= q.enqueued_at + wait)
+            .map(|q| q.enqueued_at + 2 * wait)
+            .chain(self.sojourn_onset)
+            .min()
+    }
+
+    /// A request left the queue after waiting `waited`: it counts for [`Self::sojourn_onset_at`]
+    /// if it was below Critical and waited the overload wait.
+    fn left(&mut self, q: &Queued, waited: Duration) {
+        let Some(rule) = self.config.overload else {
+            return;
+        };
+        if q.band != band_index(Band::Critical) && waited >= rule.max_wait {
+            let at = q.enqueued_at + 2 * rule.max_wait;
+            self.sojourn_onset = Some(self.sojourn_onset.map_or(at, |o| o.min(at)));
+        }
+    }
+
+    /// After a poll at `now`, whether `q` has outlived the overload rule's cut. With the backlog
+    /// sensor: the band's oldest has been queued since its backlog began or later (`band_since`
+    /// is the latest the backlog can have started) and `q` waited the most waits the rule lets
+    /// it. With the sojourn sensor: `q`, below Critical, has waited twice the wait.
+    fn outlived_cut(&self, q: &Queued, band_since: Option<Duration>, now: Duration) -> bool {
+        match self.config.overload {
+            Some(rule) if rule.sensor == OverloadSensor::Sojourn => {
+                q.band != band_index(Band::Critical) && now >= q.enqueued_at + 2 * rule.max_wait
+            }
+            _ => self.overload_due(q, band_since, now, self.latest_cut_in_waits()),
+        }
     }
 
     /// The most overload waits a request can have waited when the rule must have cut it.
@@ -223,6 +281,7 @@ impl Model {
         assert_eq!(band_index(d.band), band);
         let first = self.fifo[band][&tenant].front().copied();
         let q = self.remove(d.id);
+        self.left(&q, d.waited);
         if matches!(d.outcome, Outcome::Reject(r) if r.reason == DropReason::Displaced) {
             // Displaced when a later request arrived, reported at the next poll.
             assert!(d.waited <= now - q.enqueued_at);
@@ -318,7 +377,7 @@ fn poll(f: &mut FlowController, m: &mut Model, now: Duration) {
             .map(|o| o.enqueued_at)
             .min();
         assert!(
-            !m.overload_due(q, latest_since, now, m.latest_cut_in_waits()),
+            !m.outlived_cut(q, latest_since, now),
             "a request outlived the overload rule's cut"
         );
     }
@@ -408,6 +467,7 @@ fn play(config: FlowConfig, ops: Vec<Op>) {
         observed: None,
         credit: 0,
         backlogged_since: [None; 3],
+        sojourn_onset: None,
     };
     let mut now = Duration::ZERO;
     let mut next_id = 0u64;
@@ -456,7 +516,8 @@ fn play(config: FlowConfig, ops: Vec<Op>) {
                     let id = ids[pick % ids.len()];
                     // Not queued any more only when it was displaced; the next poll says so.
                     if f.cancel(id) {
-                        m.remove(id);
+                        let q = m.remove(id);
+                        m.left(&q, now - q.enqueued_at);
                         m.decided.insert(id, "cancelled");
                     }
                 }

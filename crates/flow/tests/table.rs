@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use common::{config, ms, pool_at, req, roomy};
 use infergate_config::gateway::Band::{Critical, Sheddable, Standard};
+use infergate_config::gateway::OverloadSensor;
 use infergate_flow::{
     Admission, Decision, DropReason, FlowController, FlowError, Outcome, QueueLength, Rejection,
 };
@@ -410,8 +411,8 @@ fn a_full_batch_holds_standard_and_sheds_sheddable_while_critical_goes() {
     assert_eq!(dispatched(&f.poll(ms(50))), vec![18, 1]);
 }
 
-/// The overload rule with a 2 s interval and a 1 s wait, a 10 s TTL, and the pool kept
-/// saturated by an observation every 500 ms up to `until` (so it never goes stale).
+/// The overload rule with the backlog sensor, a 2 s interval and a 1 s wait, and a 10 s TTL
+/// ([`saturate`] keeps the pool saturated).
 fn overloaded_controller() -> FlowController {
     let mut cfg = roomy();
     cfg.overload = Some(infergate_flow::Overload {
@@ -419,10 +420,13 @@ fn overloaded_controller() -> FlowController {
         max_wait: ms(1_000),
         kv_only_in_overload: false,
         hold_while_draining: true,
+        sensor: OverloadSensor::Backlog,
     });
     FlowController::new(cfg)
 }
 
+/// Observes a saturated pool every 500 ms from `from` to `until` (so it never goes stale) and
+/// polls after each observation.
 fn saturate(f: &mut FlowController, from: u64, until: u64) -> Vec<Decision> {
     let mut out = Vec::new();
     for t in (from..=until).step_by(500) {
@@ -575,6 +579,7 @@ fn kv_use_holds_standard_only_while_the_pool_is_overloaded() {
             max_wait: ms(1_000),
             kv_only_in_overload,
             hold_while_draining: true,
+            sensor: OverloadSensor::Backlog,
         });
         FlowController::new(cfg)
     };
@@ -637,6 +642,7 @@ fn sheddable_refused_for_the_interval_counts_as_overload_for_standard() {
         max_wait: ms(1_000),
         kv_only_in_overload: true,
         hold_while_draining: true,
+        sensor: OverloadSensor::Backlog,
     });
     let mut f = FlowController::new(cfg);
     // Queues short (0.2), KV at 1.5 × its threshold: Sheddable is refused on every signal,
@@ -676,5 +682,99 @@ fn sheddable_refused_for_the_interval_counts_as_overload_for_standard() {
     assert_eq!(
         f.enqueue(req(6, Standard, "t", 1), ms(4_000)),
         Ok(Admission::DispatchNow)
+    );
+}
+
+/// The overload rule as it ships: the sojourn sensor, a 2 s interval, a 1 s wait, KV-cache use
+/// read for Standard only in overload, and held while a backlog drains.
+fn sojourn_controller(sensor: OverloadSensor) -> FlowController {
+    let mut cfg = roomy();
+    cfg.overload = Some(infergate_flow::Overload {
+        interval: ms(2_000),
+        max_wait: ms(1_000),
+        kv_only_in_overload: true,
+        hold_while_draining: true,
+        sensor,
+    });
+    FlowController::new(cfg)
+}
+
+/// A queue that never empties for 4 s while each request in it waits 500 ms: two queued at
+/// the start, then one arriving and one let through every 250 ms, with the servers' queues
+/// just under their threshold and their KV use over its own. What the controller decided.
+fn a_queue_that_moves(sensor: OverloadSensor) -> Vec<Decision> {
+    let mut f = sojourn_controller(sensor);
+    f.observe(pool_with(1.5, 1.5), ms(0));
+    for id in [1, 2] {
+        assert!(is_queued(
+            f.enqueue(req(id, Standard, "t", 1), ms(0)).unwrap()
+        ));
+    }
+    let mut decisions = Vec::new();
+    for k in 1..=16u64 {
+        let t = ms(k * 250);
+        assert!(is_queued(
+            f.enqueue(req(k + 2, Standard, "t", 1), t).unwrap()
+        ));
+        // Headroom for one: 5 × (1 − 0.8) on the queues alone.
+        f.observe(pool_with(0.8, 1.5), t);
+        decisions.extend(f.poll(t));
+    }
+    decisions
+}
+
+#[test]
+fn a_queue_whose_requests_wait_less_than_the_wait_is_not_an_overload() {
+    // The sojourn sensor: every request waits 500 ms, half the overload wait, so the pool is
+    // never overloaded; Standard reads the queues alone and one request goes at every poll.
+    let d = a_queue_that_moves(OverloadSensor::Sojourn);
+    assert_eq!(dispatched(&d), (1..=16).collect::<Vec<u64>>());
+    assert!(rejected(&d).is_empty());
+    assert!(d.iter().all(|d| d.waited <= ms(500)));
+    // The backlog sensor reads the same queue as overload once it has not emptied for 2 s:
+    // KV use then holds Standard, the heads wait past the wait, and the rule refuses them.
+    let d = a_queue_that_moves(OverloadSensor::Backlog);
+    assert!(dispatched(&d).len() < 16, "{:?}", dispatched(&d));
+    assert!(!rejected(&d).is_empty());
+    assert!(rejected(&d)
+        .iter()
+        .all(|&(_, reason)| reason == DropReason::Overloaded));
+}
+
+#[test]
+fn a_stalled_queue_is_overloaded_once_its_oldest_has_waited_past_the_wait_for_another_wait() {
+    let mut f = sojourn_controller(OverloadSensor::Sojourn);
+    f.observe(pool_at(3.0), ms(0));
+    assert!(is_queued(
+        f.enqueue(req(1, Standard, "t", 1), ms(0)).unwrap()
+    ));
+    assert!(saturate(&mut f, 0, 1_000).is_empty());
+    assert!(is_queued(
+        f.enqueue(req(2, Standard, "t", 1), ms(1_500)).unwrap()
+    ));
+    assert!(saturate(&mut f, 1_500, 1_500).is_empty());
+    // Request 1 passed the wait at 1 s; if nothing changes the pool is overloaded at 2 s
+    // (before the observation of 1.5 s goes stale at 2.5 s).
+    assert_eq!(f.next_deadline(), Some(ms(2_000)));
+    assert!(f.poll(ms(1_999)).is_empty());
+    // At 2 s request 1 has waited twice the wait: refused. The overload lasts while Standard
+    // is queued, so request 2 is refused as soon as it has waited the wait, at 2.5 s.
+    assert_eq!(
+        rejected(&f.poll(ms(2_000))),
+        vec![(1, DropReason::Overloaded)]
+    );
+    assert_eq!(f.next_deadline(), Some(ms(2_500)));
+    assert_eq!(
+        rejected(&saturate(&mut f, 2_500, 2_500)),
+        vec![(2, DropReason::Overloaded)]
+    );
+    // Within the interval after a refusal a new request is refused at one wait as well.
+    assert!(is_queued(
+        f.enqueue(req(3, Standard, "t", 1), ms(3_000)).unwrap()
+    ));
+    assert!(saturate(&mut f, 3_000, 3_500).is_empty());
+    assert_eq!(
+        rejected(&saturate(&mut f, 4_000, 4_000)),
+        vec![(3, DropReason::Overloaded)]
     );
 }

@@ -206,7 +206,8 @@ fn under_overload_critical_succeeds_sheddable_is_shed_and_standard_expires() {
     assert_eq!(rejected("Critical", "rejected-ttl-expired"), 0.0);
 }
 
-/// A backlog that does not drain: with the overload rule at a 1 s interval and a 500 ms wait,
+/// A backlog that does not drain: with the overload rule's 500 ms wait (its sojourn sensor reads
+/// the pool as overloaded once the oldest request has waited past the wait for another wait),
 /// Standard requests that waited past the wait are refused with 429, Retry-After and
 /// `rejected-overloaded` long before their 60 s TTL, and the others still get through.
 #[test]

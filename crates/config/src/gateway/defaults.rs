@@ -8,7 +8,7 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
 use super::scheduler::{AppProtocol, EngineType, SchedulerKind};
-use super::traffic::{Band, Fairness, RateLimitStore, StoreFailure};
+use super::traffic::{Band, Fairness, OverloadSensor, RateLimitStore, StoreFailure};
 
 /// `spec.bbr.enabled` when `spec.bbr` is left out (a written block must say): on, the only value valid
 /// for any number of schedulers (more than one needs it), and the documented behaviour of a
@@ -130,10 +130,12 @@ pub const FLOW_CONTROL_ENABLED: bool = true;
 pub const QUEUE_TTL: Duration = Duration::from_secs(30);
 /// `spec.flowControl.overload.enabled`.
 pub const OVERLOAD_ENABLED: bool = true;
-/// `spec.flowControl.overload.interval`: a band's queue that has not been empty for this long is
-/// overloaded. Longer than the bursts a pool absorbs by queueing (a surge of a second or two
-/// drains between its peaks), short enough that a sustained overload is cut before the waits it
-/// builds pass a chat client's patience.
+/// `spec.flowControl.overload.interval`: how long the overload lasts after the rule's last
+/// refusal (the refusal empties the queue that showed it, not the servers) and how long every
+/// Sheddable request must have been refused to count as overload; with the `backlog` sensor, a
+/// band's queue that has not been empty for this long is overloaded. Longer than the bursts a
+/// pool absorbs by queueing (a surge of a second or two drains between its peaks), short enough
+/// that a sustained overload is cut before the waits it builds pass a chat client's patience.
 pub const OVERLOAD_INTERVAL: Duration = Duration::from_secs(2);
 /// `spec.flowControl.overload.maxWait`: how long a request of an overloaded band may wait. A
 /// request dispatched after waiting longer would miss a first-token target of a few seconds
@@ -150,6 +152,12 @@ pub const OVERLOAD_KV_CACHE_ALWAYS: bool = false;
 /// pool's completion rate: such a queue is a burst passing, and refusing its head turns a wait
 /// of a little over `maxWait` into a miss. Where the queue is deeper the rule refuses as before.
 pub const OVERLOAD_HOLD_WHILE_DRAINING: bool = true;
+/// `spec.flowControl.overload.sensor`: `sojourn`. The `backlog` sensor read a queue the gateway
+/// held through a burst as overload once it had not emptied for `interval`, while each request
+/// in it waited a fraction of a second; the overload then read KV use and the decode pace and
+/// refused what a peer's server answers within 2 s: on the bench's fleets with tensor-parallel
+/// replicas, capacity at P99 TTFT ≤ 2 s below every peer's (docs/benchmarks.md).
+pub const OVERLOAD_SENSOR: OverloadSensor = OverloadSensor::Sojourn;
 /// `spec.flowControl.maxQueueRequests`: requests queued over all bands.
 pub const MAX_QUEUE_REQUESTS: u32 = 4_096;
 /// `spec.flowControl.maxQueueBytes`: request bytes queued over all bands (1 GiB).

@@ -67,8 +67,8 @@ pub use setting::Setting;
 pub use timeouts::ResolvedTimeouts;
 pub use traffic::{
     Band, BandSpec, Fairness, FlowControl, IdentitySource, MatchType, ModelMatch, ModelRewrite,
-    OverloadSpec, RateLimit, RateLimitStore, RateLimits, RewriteMatch, RewriteTarget, Saturation,
-    Stickiness, StoreFailure, Tenancy, TenantRateLimit,
+    OverloadSensor, OverloadSpec, RateLimit, RateLimitStore, RateLimits, RewriteMatch,
+    RewriteTarget, Saturation, Stickiness, StoreFailure, Tenancy, TenantRateLimit,
 };
 pub use types::{
     ApiVersion, Bbr, DefaultBackend as DefaultBackendSpec, Discovery, EndpointSpec, GatewaySpec,

@@ -10,7 +10,7 @@ use super::resolve::{
     ResolvedGateway, ResolvedRateLimits, ResolvedTenancy, SessionKey, TlsMode,
 };
 use super::setting::Setting;
-use super::traffic::{RateLimit, RateLimitStore, StoreFailure};
+use super::traffic::{OverloadSensor, RateLimit, RateLimitStore, StoreFailure};
 use super::types::KIND;
 
 fn mark(is_default: bool) -> &'static str {
@@ -373,10 +373,18 @@ fn fmt_flow(f: &mut Formatter<'_>, fc: &ResolvedFlowControl) -> fmt::Result {
         "  overload",
         if o.enabled.value {
             format!(
-                "on{}: below Critical, a queue not empty for {} refuses (429) what waited {}{}{}; \
+                "on{}: below Critical, {}{} refuses (429) what waited {}{}{}; \
                  KV-cache use holds Standard {}{}",
                 mark(o.enabled.is_default),
-                dur(o.interval),
+                match o.sensor.value {
+                    OverloadSensor::Sojourn => format!(
+                        "once the oldest request has waited past {} for as long again (sojourn)",
+                        dur(o.max_wait)
+                    ),
+                    OverloadSensor::Backlog =>
+                        format!("a queue not empty for {} (backlog)", dur(o.interval)),
+                },
+                mark(o.sensor.is_default),
                 dur(o.max_wait),
                 if o.hold_while_draining.value {
                     " unless what is queued drains within that wait (then at twice it)"

@@ -131,16 +131,19 @@ pub struct FlowControl {
     pub overload: Option<OverloadSpec>,
 }
 
-/// `spec.flowControl.overload`: a band below Critical whose queue has not been empty for
-/// `interval` is fed faster than the pool serves it; a request of it that has waited `maxWait`
-/// is then refused with 429 + Retry-After instead of waiting out its queue TTL.
+/// `spec.flowControl.overload`: once the pool reads as overloaded (by default: the oldest request
+/// below Critical has waited past `maxWait` for another `maxWait`, see [`OverloadSensor`]), a
+/// request below Critical that has waited `maxWait` is refused with 429 + Retry-After instead of
+/// waiting out its queue TTL.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct OverloadSpec {
     /// The rule on (default on whenever flow control is).
     #[serde(default)]
     pub enabled: Option<bool>,
-    /// How long a queue must have stayed non-empty to count as overloaded.
+    /// How long the overload lasts after the rule's last refusal, and how long every Sheddable
+    /// request must have been refused for saturation to count as overload; with the `backlog`
+    /// sensor, also how long a queue must have stayed non-empty to count as overloaded.
     #[serde(default)]
     pub interval: Option<GatewayDuration>,
     /// How long a request of an overloaded band may wait.
@@ -154,6 +157,35 @@ pub struct OverloadSpec {
     /// ahead of it drains within `maxWait` at the pool's completion rate (default true).
     #[serde(default)]
     pub hold_while_draining: Option<bool>,
+    /// What reads the pool as overloaded (default `sojourn`).
+    #[serde(default)]
+    pub sensor: Option<OverloadSensor>,
+}
+
+/// `spec.flowControl.overload.sensor`: what tells the overload rule that arrivals outrun the
+/// pool, after CoDel's idea that a queue is bad when its requests wait long, not when it is
+/// merely not empty.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum OverloadSensor {
+    /// The oldest request queued below Critical has waited at least `maxWait` without a break for
+    /// another `maxWait`: a backlog the gateway holds during a burst, each request waiting a
+    /// fraction of a second, is not an overload.
+    #[serde(rename = "sojourn")]
+    Sojourn,
+    /// A band below Critical has not been empty for `interval` (the rule before 2026-12-05):
+    /// reads a burst the gateway holds as overload.
+    #[serde(rename = "backlog")]
+    Backlog,
+}
+
+impl OverloadSensor {
+    /// As written.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OverloadSensor::Sojourn => "sojourn",
+            OverloadSensor::Backlog => "backlog",
+        }
+    }
 }
 
 /// Fair sharing among tenants of a band.

@@ -6,8 +6,8 @@ use std::time::Duration;
 use super::Setting;
 use crate::gateway::defaults;
 use crate::gateway::traffic::{
-    Band, Fairness, FlowControl, IdentitySource, RateLimit, RateLimitStore, RateLimits,
-    StoreFailure, Tenancy,
+    Band, Fairness, FlowControl, IdentitySource, OverloadSensor, RateLimit, RateLimitStore,
+    RateLimits, StoreFailure, Tenancy,
 };
 
 /// Where a piece of identity is read from.
@@ -89,7 +89,8 @@ pub struct ResolvedFlowControl {
 pub struct ResolvedOverload {
     /// The rule on.
     pub enabled: Setting<bool>,
-    /// A queue non-empty this long is overloaded.
+    /// How long the overload outlasts the rule's last refusal (and, with the backlog sensor,
+    /// how long a queue must stay non-empty).
     pub interval: Setting<Duration>,
     /// How long a request of an overloaded band may wait.
     pub max_wait: Setting<Duration>,
@@ -97,6 +98,8 @@ pub struct ResolvedOverload {
     pub kv_cache_always: Setting<bool>,
     /// A request past its wait is held while the queue ahead of it drains within the wait.
     pub hold_while_draining: Setting<bool>,
+    /// What reads the pool as overloaded.
+    pub sensor: Setting<OverloadSensor>,
 }
 
 /// One band's limits.
@@ -200,6 +203,7 @@ impl ResolvedFlowControl {
                     o.hold_while_draining,
                     defaults::OVERLOAD_HOLD_WHILE_DRAINING,
                 ),
+                sensor: Setting::or(o.sensor, defaults::OVERLOAD_SENSOR),
             },
         }
     }

@@ -202,6 +202,9 @@ fn the_flow_control_pages_examples_are_valid_configs() {
             assert!(!o.kv_cache_always.value && !d.kv_cache_always.value);
             assert!(o.hold_while_draining.value && d.hold_while_draining.value);
             assert!(!o.hold_while_draining.is_default);
+            assert_eq!(o.sensor.value, crate::gateway::OverloadSensor::Sojourn);
+            assert_eq!(d.sensor.value, crate::gateway::OverloadSensor::Sojourn);
+            assert!(!o.sensor.is_default);
             assert_eq!(
                 (o.interval.value, o.max_wait.value),
                 (d.interval.value, d.max_wait.value)
