@@ -27,7 +27,7 @@ fn main() {
     println!("{} points", fits.len());
     for f in fits.iter().take(20) {
         println!(
-            "within_reference {} score {:.4} median {:.3} per_request_nanos {} overlap {} weight_eff {} kv_eff {} mfu_scale {} moe_eff {} moe_experts_only {} decode_eff {:?} all_reduce {} v0_per_request {} fp8_eff {} api_overhead_ms {}",
+            "within_reference {} score {:.4} median {:.3} per_request_nanos {} overlap {} weight_eff {} kv_eff {} mfu_scale {} moe_eff {} moe_experts_only {} decode_eff {:?} all_reduce {} v0_per_request {} fp8_eff {} h200_share {} api_overhead_ms {}",
             f.within_reference,
             f.score,
             f.median_error,
@@ -42,6 +42,7 @@ fn main() {
             f.calibration.nvlink_all_reduce_nanos,
             f.calibration.v0_per_request_nanos,
             f.calibration.fp8_compute_efficiency,
+            f.calibration.h200_bandwidth_share,
             f.api_overhead.as_secs_f64() * 1e3
         );
     }

@@ -114,10 +114,11 @@ fn the_out_of_sample_error_stays_where_it_was_measured() {
         .map(|r| r.experiment)
         .collect();
     assert!(not_run.is_empty(), "{not_run:?}");
-    // Measured 11.9 % over 35 (fitted 4.5 % over 40; docs/simulator.md, 2026-12-05, after the
-    // 72-anchor search and the three 235B ratios): a guard against getting worse, not the goal.
+    // Measured 10.2 % over 35 (fitted 3.8 % over 40; docs/simulator.md, 2026-12-05, after the
+    // search that added the H200's bandwidth share): a guard against getting worse, not the
+    // goal (10 %).
     assert!(
-        held.median_error <= 0.125,
+        held.median_error <= 0.105,
         "held-out median {:.1} %",
         held.median_error * 100.0
     );
