@@ -52,7 +52,7 @@ use std::time::Duration;
 
 use infergate_config::gateway::{Band, OverloadSensor};
 
-use crate::config::{band_index, FlowConfig};
+use crate::config::{band_index, FlowConfig, Overload};
 use crate::decision::{Admission, Decision, DropReason, Outcome, Rejection, RequestId};
 use crate::drain::DrainRate;
 use crate::fair::FairQueue;
@@ -355,9 +355,7 @@ impl FlowController {
             return false;
         };
         let backlogged = match rule.sensor {
-            OverloadSensor::Sojourn => self
-                .overdue_since
-                .is_some_and(|since| since + rule.max_wait <= now),
+            OverloadSensor::Sojourn => self.overdue_long_enough(rule, now),
             OverloadSensor::Backlog => [Band::Standard, Band::Sheddable].into_iter().any(|b| {
                 self.bands[band_index(b)]
                     .backlogged_since
@@ -367,10 +365,20 @@ impl FlowController {
         let shedding = self.sheddable_refused.is_some_and(|(since, last)| {
             since + rule.interval <= now && now < last + rule.interval
         });
-        let refused_lately = self
-            .last_overload_refusal
-            .is_some_and(|at| now < at + rule.interval);
-        backlogged || shedding || refused_lately
+        backlogged || shedding || self.refused_lately(rule, now)
+    }
+
+    /// Whether the overload rule refused a request within the interval before `now`.
+    fn refused_lately(&self, rule: Overload, now: Duration) -> bool {
+        self.last_overload_refusal
+            .is_some_and(|at| now < at + rule.interval)
+    }
+
+    /// Whether the sojourn sensor reads the pool as overloaded at `now`: the oldest request
+    /// below Critical has been past the overload wait for another overload wait.
+    fn overdue_long_enough(&self, rule: Overload, now: Duration) -> bool {
+        self.overdue_since
+            .is_some_and(|since| since + rule.max_wait <= now)
     }
 
     /// Brings the sojourn sensor up to `now`. Called by every method that changes the queues,
@@ -396,10 +404,7 @@ impl FlowController {
         let queued = below_critical
             .iter()
             .any(|&b| self.bands[band_index(b)].len.requests > 0);
-        let overloaded = self
-            .overdue_since
-            .is_some_and(|since| since + rule.max_wait <= now);
-        if queued && overloaded {
+        if queued && self.overdue_long_enough(rule, now) {
             return;
         }
         // When the oldest request crossed the overload wait, if it has.
@@ -409,9 +414,7 @@ impl FlowController {
             .max()
             .and_then(|w| w.checked_sub(rule.max_wait))
             .map(|past| now.saturating_sub(past));
-        let refused_lately = self
-            .last_overload_refusal
-            .is_some_and(|at| now < at + rule.interval);
+        let refused_lately = self.refused_lately(rule, now);
         self.overdue_since = match (self.overdue_since, crossed) {
             (Some(since), Some(_)) => Some(since),
             (None, Some(at)) => Some(at),

@@ -411,18 +411,25 @@ fn a_full_batch_holds_standard_and_sheds_sheddable_while_critical_goes() {
     assert_eq!(dispatched(&f.poll(ms(50))), vec![18, 1]);
 }
 
-/// The overload rule with the backlog sensor, a 2 s interval and a 1 s wait, and a 10 s TTL
-/// ([`saturate`] keeps the pool saturated).
-fn overloaded_controller() -> FlowController {
+/// A controller with a 10 s TTL and the overload rule at a 2 s interval and a 1 s wait, held
+/// while a backlog drains, reading KV-cache use for Standard only in overload when
+/// `kv_only_in_overload`, with `sensor`.
+fn with_overload_rule(kv_only_in_overload: bool, sensor: OverloadSensor) -> FlowController {
     let mut cfg = roomy();
     cfg.overload = Some(infergate_flow::Overload {
         interval: ms(2_000),
         max_wait: ms(1_000),
-        kv_only_in_overload: false,
+        kv_only_in_overload,
         hold_while_draining: true,
-        sensor: OverloadSensor::Backlog,
+        sensor,
     });
     FlowController::new(cfg)
+}
+
+/// The overload rule with the backlog sensor, KV use read at all times ([`saturate`] keeps the
+/// pool saturated).
+fn overloaded_controller() -> FlowController {
+    with_overload_rule(false, OverloadSensor::Backlog)
 }
 
 /// Observes a saturated pool every 500 ms from `from` to `until` (so it never goes stale) and
@@ -572,17 +579,8 @@ fn pool_with(queue: f64, kv: f64) -> infergate_flow::PoolState {
 
 #[test]
 fn kv_use_holds_standard_only_while_the_pool_is_overloaded() {
-    let rule = |kv_only_in_overload| {
-        let mut cfg = roomy();
-        cfg.overload = Some(infergate_flow::Overload {
-            interval: ms(2_000),
-            max_wait: ms(1_000),
-            kv_only_in_overload,
-            hold_while_draining: true,
-            sensor: OverloadSensor::Backlog,
-        });
-        FlowController::new(cfg)
-    };
+    let rule =
+        |kv_only_in_overload| with_overload_rule(kv_only_in_overload, OverloadSensor::Backlog);
     // Well packed, not queueing: KV at 1.5 × its threshold, queues at 0.2.
     let packed = pool_with(0.2, 1.5);
     let mut always = rule(false);
@@ -636,15 +634,7 @@ fn kv_use_holds_standard_only_while_the_pool_is_overloaded() {
 
 #[test]
 fn sheddable_refused_for_the_interval_counts_as_overload_for_standard() {
-    let mut cfg = roomy();
-    cfg.overload = Some(infergate_flow::Overload {
-        interval: ms(2_000),
-        max_wait: ms(1_000),
-        kv_only_in_overload: true,
-        hold_while_draining: true,
-        sensor: OverloadSensor::Backlog,
-    });
-    let mut f = FlowController::new(cfg);
+    let mut f = with_overload_rule(true, OverloadSensor::Backlog);
     // Queues short (0.2), KV at 1.5 × its threshold: Sheddable is refused on every signal,
     // Standard outside overload reads the queues alone and goes.
     let packed = pool_with(0.2, 1.5);
@@ -685,25 +675,11 @@ fn sheddable_refused_for_the_interval_counts_as_overload_for_standard() {
     );
 }
 
-/// The overload rule as it ships: the sojourn sensor, a 2 s interval, a 1 s wait, KV-cache use
-/// read for Standard only in overload, and held while a backlog drains.
-fn sojourn_controller(sensor: OverloadSensor) -> FlowController {
-    let mut cfg = roomy();
-    cfg.overload = Some(infergate_flow::Overload {
-        interval: ms(2_000),
-        max_wait: ms(1_000),
-        kv_only_in_overload: true,
-        hold_while_draining: true,
-        sensor,
-    });
-    FlowController::new(cfg)
-}
-
 /// A queue that never empties for 4 s while each request in it waits 500 ms: two queued at
 /// the start, then one arriving and one let through every 250 ms, with the servers' queues
 /// just under their threshold and their KV use over its own. What the controller decided.
 fn a_queue_that_moves(sensor: OverloadSensor) -> Vec<Decision> {
-    let mut f = sojourn_controller(sensor);
+    let mut f = with_overload_rule(true, sensor);
     f.observe(pool_with(1.5, 1.5), ms(0));
     for id in [1, 2] {
         assert!(is_queued(
@@ -743,7 +719,7 @@ fn a_queue_whose_requests_wait_less_than_the_wait_is_not_an_overload() {
 
 #[test]
 fn a_stalled_queue_is_overloaded_once_its_oldest_has_waited_past_the_wait_for_another_wait() {
-    let mut f = sojourn_controller(OverloadSensor::Sojourn);
+    let mut f = with_overload_rule(true, OverloadSensor::Sojourn);
     f.observe(pool_at(3.0), ms(0));
     assert!(is_queued(
         f.enqueue(req(1, Standard, "t", 1), ms(0)).unwrap()
