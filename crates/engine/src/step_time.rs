@@ -19,7 +19,7 @@
 //! measured for bursts of 320 ShareGPT prompts at 256 sequences on A100s (Lambda's runs,
 //! `anchors::published`). Their attention reads stay priced as KV bytes.
 
-use crate::profile::{Interconnect, Precision, Profile};
+use crate::profile::{Gpu, Interconnect, Precision, Profile};
 use std::time::Duration;
 
 /// What one step computes, accumulated while the scheduler builds the batch.
@@ -161,6 +161,20 @@ impl Calibration {
     };
 }
 
+impl Calibration {
+    /// The bandwidth `gpu`'s weight and KV reads are priced against (before the two read
+    /// efficiencies): its datasheet's, but on an H200 only the share of the H100's efficiencies
+    /// the anchors show it reaching.
+    pub fn hbm_bandwidth(&self, gpu: &Gpu) -> f64 {
+        let share = if gpu.name == "h200" {
+            self.h200_bandwidth_share
+        } else {
+            1.0
+        };
+        gpu.hbm_bandwidth * share
+    }
+}
+
 impl Default for Calibration {
     fn default() -> Self {
         Calibration::FITTED
@@ -228,15 +242,7 @@ impl StepTimeModel {
         };
         let gemm_seconds_per_token = other_flops / other_rate + expert_flops / moe_rate;
 
-        // The bandwidth the weight and KV reads are priced against: the datasheet's, but on an
-        // H200 only the share of the H100's efficiencies the anchors show it reaching.
-        let hbm_bandwidth = profile.gpu.hbm_bandwidth
-            * if profile.gpu.name == "h200" {
-                calibration.h200_bandwidth_share
-            } else {
-                1.0
-            };
-
+        let hbm_bandwidth = calibration.hbm_bandwidth(&profile.gpu);
         StepTimeModel {
             instant: profile.instant,
             overlap_penalty: calibration.prefill_overlap_penalty,
