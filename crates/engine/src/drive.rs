@@ -67,6 +67,20 @@ pub fn run(
     max_in_flight: usize,
     until: Duration,
 ) -> RunRecord {
+    run_sending_until(engine, arrivals, max_in_flight, Duration::MAX, until)
+}
+
+/// [`run`], with a client that sends nothing at or after `stop_sending` and waits for what it
+/// sent: a load generator's phase bounded by time rather than by a request count (AIPerf's
+/// `duration` with a grace period). A request never sent keeps its default record: sent at
+/// zero, no first token, never finished.
+pub fn run_sending_until(
+    engine: &mut Engine,
+    arrivals: Vec<Arrival>,
+    max_in_flight: usize,
+    stop_sending: Duration,
+    until: Duration,
+) -> RunRecord {
     let mut record = RunRecord {
         requests: vec![RequestRecord::default(); arrivals.len()],
         ..RunRecord::default()
@@ -123,7 +137,7 @@ pub fn run(
                 }
             }
         }
-        while in_flight < cap {
+        while in_flight < cap && now < stop_sending {
             let Some((i, arrival)) = held.pop_front() else {
                 break;
             };

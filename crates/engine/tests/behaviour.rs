@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-use infergate_engine::drive::{run, Arrival};
+use infergate_engine::drive::{run, run_sending_until, Arrival};
 use infergate_engine::{
     Engine, EngineConfig, Event, EventKind, FinishReason, NewRequest, Profile, RequestId,
 };
@@ -227,4 +227,40 @@ fn a_v0_prefill_step_runs_alone_and_the_decoders_wait_for_it() {
         );
         assert!(e.is_idle());
     }
+}
+
+#[test]
+fn a_client_bounded_by_time_sends_nothing_after_it_and_waits_for_what_it_sent() {
+    let mut e = Engine::new(config());
+    let arrivals: Vec<Arrival> = (0..400)
+        .map(|i| Arrival {
+            at: Duration::ZERO,
+            request: request(256, i * 1_000, 64, None),
+        })
+        .collect();
+    let stop = Duration::from_secs(2);
+    let record = run_sending_until(&mut e, arrivals, 4, stop, Duration::from_secs(600));
+    let finished: Vec<_> = record
+        .requests
+        .iter()
+        .filter(|r| r.finished.is_some())
+        .collect();
+    // Four at a time for two seconds: more than a round, far fewer than the list.
+    assert!(
+        finished.len() > 4 && finished.len() < 400,
+        "{}",
+        finished.len()
+    );
+    // What was sent was sent before the stop and finished in full, some of it after the stop.
+    assert!(finished
+        .iter()
+        .all(|r| r.sent < stop && r.output_tokens == 64));
+    assert!(record.end > stop);
+    // What was not sent never started.
+    assert!(record
+        .requests
+        .iter()
+        .filter(|r| r.finished.is_none())
+        .all(|r| r.first_token.is_none()));
+    assert!(e.is_idle());
 }

@@ -2,7 +2,7 @@
 //! the figure it reported; and the same experiment run in virtual time.
 
 use super::{engine, AnchorResult, Split};
-use crate::drive::{quantile, run, Arrival, RunRecord};
+use crate::drive::{quantile, run, run_sending_until, Arrival, RunRecord};
 use crate::engine::NewRequest;
 use crate::EngineConfig;
 use infergate_rng::SplitMix64;
@@ -133,6 +133,19 @@ pub enum Load {
         /// Requests in flight at most.
         concurrency: usize,
         /// Requests in all.
+        requests: usize,
+    },
+    /// At most `concurrency` in flight, the next request sent as one finishes, for `seconds`;
+    /// then nothing more is sent and the run ends when what was sent has finished (a phase
+    /// bounded by time, AIPerf's `duration` with a grace period). `requests` bounds the list the
+    /// client cycles through: a run that sends all of them before `seconds` have passed measures
+    /// the bound, not the server, and reads as not reproduced.
+    ClosedFor {
+        /// Requests in flight at most.
+        concurrency: usize,
+        /// How long the client keeps sending.
+        seconds: u64,
+        /// Requests the client may send at most.
         requests: usize,
     },
     /// `requests` requests sent as a Poisson process of `per_second` (`--request-rate`).
@@ -301,6 +314,11 @@ impl Experiment {
             Load::Closed {
                 concurrency,
                 requests,
+            }
+            | Load::ClosedFor {
+                concurrency,
+                requests,
+                ..
             } => (requests, concurrency),
             Load::Poisson { requests, .. } => (requests, usize::MAX),
         };
@@ -331,7 +349,7 @@ impl Experiment {
             .enumerate()
             .map(|(i, &(input, output))| {
                 let at = match self.load {
-                    Load::Closed { .. } => 0.0,
+                    Load::Closed { .. } | Load::ClosedFor { .. } => 0.0,
                     Load::Poisson { per_second, .. } => {
                         t += -(1.0 - rng.next_f64()).ln() / per_second;
                         t
@@ -346,7 +364,19 @@ impl Experiment {
                 }
             })
             .collect();
-        let record = run(&mut e, arrivals, cap, Duration::from_secs(24 * 3600));
+        let until = Duration::from_secs(24 * 3600);
+        let record = match self.load {
+            Load::ClosedFor { seconds, .. } => {
+                let record =
+                    run_sending_until(&mut e, arrivals, cap, Duration::from_secs(seconds), until);
+                // Every request finished: the list ran out before the time did.
+                if record.requests.iter().all(|r| r.finished.is_some()) {
+                    return f64::NAN;
+                }
+                record
+            }
+            Load::Closed { .. } | Load::Poisson { .. } => run(&mut e, arrivals, cap, until),
+        };
         figure.of(&record, &lengths)
     }
 }
