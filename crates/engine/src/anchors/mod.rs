@@ -14,6 +14,7 @@ pub mod fit;
 mod kubecon;
 mod lambda;
 mod published;
+mod systalyze;
 mod workload;
 
 pub use published::PUBLISHED;

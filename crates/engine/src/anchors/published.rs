@@ -26,6 +26,7 @@
 //! overhead, sets the duration (49.6 s for 1,000 requests of 132 tokens on an A100).
 
 use super::lambda;
+use super::systalyze;
 use super::workload::{Experiment, Figure, Lengths, Load, Measure, Published, Setup};
 use super::Split::{Fitting, HeldOut};
 
@@ -47,6 +48,7 @@ const QWEN_SPEED: &str = "Qwen2.5 speed benchmark (github.com/QwenLM/Qwen2.5 doc
 const TRTLLM_235B: &str = "TensorRT-LLM performance overview (github.com/NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md), Qwen3-235B-A22B FP8 (`nvidia/Qwen3-235B-A22B-FP8`), `trtllm-bench throughput` with the MoE options (expert parallelism, attention data parallelism), fixed lengths, as many requests as its table gives for each length pair (3,000 for 128 / 2,048; 1,500 for 2,048 / 2,048 and 5,000 / 500), total output tok/s of H100 TP8 over H200 TP8. TensorRT-LLM, not vLLM: only the ratio is compared, filed under the H100 profile the bench's 235B fleets run. Assumed: every request sent at once, and TP8 in the simulator standing in for the expert-parallel layout on both GPUs";
 const VLLM_CI_2024: &str = "vLLM's performance-benchmark pipeline (Buildkite `vllm/performance-benchmark`, builds 9513 and 9515 on H200 from vLLM PR #9768 \"[perf bench] H200 development\", October 2024; build 9523 on A100-SXM4-80GB): `benchmark_latency.py` (`latency_llama8B_tp1`, `latency_llama70B_tp4`: Meta-Llama-3-8B and Meta-Llama-3-70B-Instruct, dummy weights, \"Input length: 32 tokens. Output length: 128 tokens. Batch size: fixed (8)\", mean latency) and `benchmark_serving.py` (`serving_llama70B_tp4_sharegpt_qps_1`: 200 ShareGPT prompts, Poisson at 1 req/s, server with `--swap-space 16 --disable-log-stats --disable-log-requests --load-format dummy`). Assumed: vLLM 0.6.3 (the PR's month; the builds do not print it), so V0 at its defaults with the models' 8,192-token `max_model_len`; the latency test in-process (no HTTP front end); the serving run's lengths ShareGPT's as Lambda's 70B H100 TP4 file records them (`anchors::lambda`). Where the two H200 builds differ (8B 833.4 / 834.1 ms, 70B 2,077.5 / 2,075.1 ms) the first, build 9515, is used";
 const TRTLLM_8B: &str = "TensorRT-LLM performance overview (github.com/NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md), Llama 3.1 8B FP8, `trtllm-bench throughput`, fixed lengths, total output tok/s of H200 TP1 over H100 TP1. TensorRT-LLM, not vLLM: only the ratio between GPUs is compared. Assumed: 1,000 requests sent at once";
+const SYSTALYZE_32B_H200: &str = "Systalyze, \"vLLM serving benchmarks on AWS G7, G7e and H200\" (github.com/systalyze/vllm-benchmarks README.md and configs/qwen3-32b/h200/baseline/row.json, commit 004db0c3): stock vLLM v0.27.1 (`vllm/vllm-openai:v0.27.1`), `Qwen/Qwen3-32B` BF16 on one H200 SXM 141 GB of a p5en.48xlarge, `--tensor-parallel-size 1 --max-model-len 12288 --no-enable-prefix-caching`, other flags at their defaults; AIPerf 0.12.0 streaming chat requests from the frozen list `workload/aws-p50p90-v1` (`anchors::systalyze`: 160 coding prompts, 3,500 / 10,000 tokens in at p50 / p90, 200 / 400 out, `ignore_eos`, temperature 0), cycled in order. The saturation probe (bench/run_replicas.py `probe_lambda_sat`): a closed loop at concurrency 64 for 180 s after 8 warm-up requests, `lambda_sat` = output tok/s / mean output length = 1.5034 req/s (row.json), the requests finished per second. The load point: Poisson arrivals at 1.290 req/s (85 % of the baseline's capacity of 1.517 req/s), 512 requests after 16 warm-ups, per-user output speed at p50 42 tok/s (README), AIPerf's `output_token_throughput_per_user`, one over a request's mean gap between tokens after the first: a TPOT p50 of 1000 / 42 ms. Assumed: the list starts at its first entry (the warm-ups are left out), the load point is measured as a run of its own at that rate (the ladder's rungs are at multiples of 1.5034; the README's point lies between two of them)";
 const TRTLLM_70B: &str = "TensorRT-LLM performance overview (github.com/NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md), Llama 3.3 70B FP8 (Llama 3.1 70B's geometry), `trtllm-bench throughput`, fixed lengths, total output tok/s of one H200 over two H100 at TP2. TensorRT-LLM, not vLLM: only the ratio is compared. Assumed: 1,000 requests sent at once";
 
 /// Every request sent at once, no cap.
@@ -182,6 +184,9 @@ const fn q32_one_gpu(gpu: &'static str) -> Setup {
 }
 const Q32_H100: Setup = q32_one_gpu("h100");
 const Q32_A100: Setup = q32_one_gpu("a100-80");
+/// Qwen3-32B on one H200 as Systalyze's baseline served it (`SYSTALYZE_32B_H200`).
+const Q32_H200_SYSTALYZE: Setup = Setup::new("qwen3-32b", "h200", 1).max_model_len(12_288);
+const SYSTALYZE_LIST: Lengths = Lengths::Exact(systalyze::AWS_P50P90_V1);
 const Q235_H100: Setup = Setup::new("qwen3-235b-a22b", "h100", 8);
 const Q235_H100_FP8: Setup = Setup::new("qwen3-235b-a22b-fp8", "h100", 4).batched_tokens(16_384);
 const Q235_A100: Setup = Setup::new("qwen3-235b-a22b", "a100-80", 8);
@@ -767,5 +772,38 @@ pub const PUBLISHED: &[Published] = &[
         3_225.0 / 3_623.0,
         HeldOut,
         TRTLLM_235B,
+    ),
+    // Systalyze's Qwen3-32B on one H200 (appended 2026-12-05 for the shipped profile, which had
+    // no held-out anchor; the sets written before the simulator first ran them).
+    figure(
+        "Qwen3-32B H200, closed loop of 64 for 180 s",
+        x(
+            Q32_H200_SYSTALYZE,
+            Load::ClosedFor {
+                concurrency: 64,
+                seconds: 180,
+                requests: 2_000,
+            },
+            SYSTALYZE_LIST,
+        ),
+        Figure::RequestsPerSecond,
+        1.503_421,
+        HeldOut,
+        SYSTALYZE_32B_H200,
+    ),
+    figure(
+        "Qwen3-32B H200, Poisson at 1.29 req/s",
+        x(
+            Q32_H200_SYSTALYZE,
+            Load::Poisson {
+                per_second: 1.290,
+                requests: 512,
+            },
+            SYSTALYZE_LIST,
+        ),
+        Figure::TpotMedianMs,
+        1_000.0 / 42.0,
+        Fitting,
+        SYSTALYZE_32B_H200,
     ),
 ];
