@@ -39,9 +39,7 @@ fn list_profiles_prints_every_reference_row_and_instant() {
     );
     // Qwen3-32B on one H200 has its held-out anchor since Systalyze's saturation probe.
     assert!(
-        row("qwen3-32b/h200/tp1")
-            .trim_end()
-            .ends_with("% over 1 |"),
+        row("qwen3-32b/h200/tp1").trim_end().ends_with("% over 1 |"),
         "{text}"
     );
     // The H200 has held-out anchors since vLLM's 2024 benchmark pipeline was added.
