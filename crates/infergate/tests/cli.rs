@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{get, infergate, sim_fleet, sim_replica, TempDir};
+use common::{get, infergate, sim_fleet, sim_replica, stdout_of, TempDir};
 
 #[test]
 fn list_profiles_prints_every_reference_row_and_instant() {
@@ -86,6 +86,51 @@ fn anchors_json_reports_both_sets_and_the_held_out_one_per_gpu_and_model() {
     assert!(anchors
         .iter()
         .all(|a| !a["source"].as_str().unwrap().is_empty()));
+}
+
+/// `docs/simulator.md` lists every anchor with `sim --anchors`'s own rows and summaries, as the
+/// build prints them now: a table regenerated while temporary anchors were in the build, or
+/// left behind by a change of the model or of an anchor, fails here rather than misleading a
+/// reader (both happened before this test).
+#[test]
+fn the_simulator_doc_lists_exactly_what_sim_anchors_prints() {
+    let printed = stdout_of(infergate().args(["sim", "--anchors"]));
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/simulator.md"
+    ))
+    .unwrap();
+    let anchor_row = |l: &&str| l.starts_with("| fitted |") || l.starts_with("| held-out |");
+    let printed_rows: Vec<&str> = printed.lines().filter(anchor_row).collect();
+    let doc_rows: Vec<&str> = doc.lines().filter(anchor_row).collect();
+    assert!(printed_rows.len() >= 40, "{printed}");
+    for row in &doc_rows {
+        assert!(
+            printed_rows.contains(row),
+            "docs/simulator.md has a row `sim --anchors` does not print:\n{row}"
+        );
+    }
+    for row in &printed_rows {
+        assert!(
+            doc_rows.contains(row),
+            "docs/simulator.md lacks a row `sim --anchors` prints:\n{row}"
+        );
+    }
+    assert_eq!(doc_rows, printed_rows, "the rows are in another order");
+    // The two sets' summaries and the held-out set per GPU, model and profile.
+    let summary = |l: &&str| {
+        ["fitted:", "held-out:", "| GPU ", "| model ", "| profile "]
+            .iter()
+            .any(|p| l.starts_with(p))
+    };
+    let summaries: Vec<&str> = printed.lines().filter(summary).collect();
+    assert!(summaries.len() >= 10, "{printed}");
+    for line in summaries {
+        assert!(
+            doc.lines().any(|d| d == line),
+            "docs/simulator.md lacks `sim --anchors`'s line:\n{line}"
+        );
+    }
 }
 
 #[test]
