@@ -40,7 +40,9 @@ pub struct BandLimits {
 pub struct Overload {
     /// How long the overload outlasts the rule's last refusal, and how long every Sheddable
     /// request must have been refused for saturation to count as overload; with
-    /// [`OverloadSensor::Backlog`], how long a band's queue must have stayed non-empty.
+    /// [`OverloadSensor::Sojourn`], how long the bands below Critical must stay empty to end an
+    /// overload; with [`OverloadSensor::Backlog`], how long a band's queue must have stayed
+    /// non-empty.
     pub interval: Duration,
     /// How long a request of an overloaded band may wait.
     pub max_wait: Duration,

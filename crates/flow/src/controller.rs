@@ -41,7 +41,7 @@
 //! - the pool counts as overloaded (for reading KV-cache use and the decode pace for Standard)
 //!   while the sensor says so (the sojourn sensor: from the moment the oldest request below
 //!   Critical has waited past the wait without a break for another wait, until no band below
-//!   Critical is queued; the backlog sensor: while a band below Critical has been backlogged for
+//!   Critical has held a request for the interval; the backlog sensor: while a band below Critical has been backlogged for
 //!   the interval), while every Sheddable request has been refused for saturation for the
 //!   interval (the latest within it), and for the interval after the overload rule refuses a
 //!   request.
@@ -137,8 +137,11 @@ pub struct FlowController {
     /// Since when the oldest request queued below Critical has waited at least the overload
     /// wait without a break: what the sojourn sensor reads. Kept while the rule has refused a
     /// request within the interval, and while the overload it started lasts and a band below
-    /// Critical is still queued; `None` otherwise.
+    /// Critical has held a request within the interval; `None` otherwise.
     overdue_since: Option<Duration>,
+    /// Since when no band below Critical has held a request, as the sojourn sensor last read the
+    /// queues; `None` while one holds a request.
+    below_critical_empty_since: Option<Duration>,
 }
 
 impl FlowController {
@@ -156,6 +159,7 @@ impl FlowController {
             sheddable_refused: None,
             last_overload_refusal: None,
             overdue_since: None,
+            below_critical_empty_since: Some(Duration::ZERO),
         }
     }
 
@@ -346,7 +350,8 @@ impl FlowController {
 
     /// Whether the pool is overloaded at `now`: the sensor says so (the sojourn sensor: the
     /// oldest request below Critical has waited past the overload wait without a break for
-    /// another overload wait, see [`Self::sense`]; the backlog sensor: a band below Critical has
+    /// another overload wait, and a band below Critical has held a request within the interval,
+    /// see [`Self::sense`]; the backlog sensor: a band below Critical has
     /// not been empty for the overload interval), every Sheddable request has been refused for
     /// saturation for the interval and one was refused within it, or the overload rule refused a
     /// request within the interval.
@@ -355,7 +360,9 @@ impl FlowController {
             return false;
         };
         let backlogged = match rule.sensor {
-            OverloadSensor::Sojourn => self.overdue_long_enough(rule, now),
+            OverloadSensor::Sojourn => {
+                self.overdue_long_enough(rule, now) && self.queued_lately(rule, now)
+            }
             OverloadSensor::Backlog => [Band::Standard, Band::Sheddable].into_iter().any(|b| {
                 self.bands[band_index(b)]
                     .backlogged_since
@@ -374,6 +381,13 @@ impl FlowController {
             .is_some_and(|at| now < at + rule.interval)
     }
 
+    /// Whether a band below Critical holds a request at `now`, or held one within the interval
+    /// before it, as the sojourn sensor last read the queues.
+    fn queued_lately(&self, rule: Overload, now: Duration) -> bool {
+        self.below_critical_empty_since
+            .is_none_or(|since| now < since + rule.interval)
+    }
+
     /// Whether the sojourn sensor reads the pool as overloaded at `now`: the oldest request
     /// below Critical has been past the overload wait for another overload wait.
     fn overdue_long_enough(&self, rule: Overload, now: Duration) -> bool {
@@ -389,9 +403,14 @@ impl FlowController {
     /// each request in it waits a fraction of one (the backlog sensor read it as overload, and
     /// refused what the servers would have answered in time). Once the oldest request below
     /// Critical has waited the overload wait, arrivals have outrun the pool for that long; when
-    /// that has lasted another overload wait, the pool is overloaded. It stays so while a band
-    /// below Critical is queued: the rule's refusals keep the waits just under the overload wait,
-    /// and reading that as the end of the overload would let the servers' batches refill.
+    /// that has lasted another overload wait, the pool is overloaded. It stays so until no band
+    /// below Critical has held a request for the interval: the rule's refusals keep the waits
+    /// just under the overload wait, and reading that as the end of the overload would let the
+    /// servers' batches refill. Nor does one empty moment end it: a pool that the overload's
+    /// reading of KV-cache use and the decode pace lets catch up empties its queue between two
+    /// arrivals, and ending the overload there let the batches refill at once (mixed-gpu-32b at
+    /// 120 % read as overloaded for 175 s of 300, in five episodes, with goodput under the
+    /// TTFT + TPOT objective below round-robin's; docs/benchmarks.md).
     fn sense(&mut self, now: Duration) {
         let Some(rule) = self
             .config
@@ -404,7 +423,12 @@ impl FlowController {
         let queued = below_critical
             .iter()
             .any(|&b| self.bands[band_index(b)].len.requests > 0);
-        if queued && self.overdue_long_enough(rule, now) {
+        self.below_critical_empty_since = match (queued, self.below_critical_empty_since) {
+            (true, _) => None,
+            (false, None) => Some(now),
+            (false, since) => since,
+        };
+        if self.queued_lately(rule, now) && self.overdue_long_enough(rule, now) {
             return;
         }
         // When the oldest request crossed the overload wait, if it has.

@@ -718,6 +718,49 @@ fn a_queue_whose_requests_wait_less_than_the_wait_is_not_an_overload() {
 }
 
 #[test]
+fn an_overload_outlasts_a_queue_that_empties_for_less_than_the_interval() {
+    let mut f = with_overload_rule(true, OverloadSensor::Sojourn);
+    // Standard stalls from 0 s: overloaded from 2 s, when request 1 has waited past the wait
+    // for another wait.
+    f.observe(pool_at(3.0), ms(0));
+    assert!(is_queued(
+        f.enqueue(req(1, Standard, "t", 1), ms(0)).unwrap()
+    ));
+    assert!(saturate(&mut f, 0, 1_500).is_empty());
+    // At 2 s the servers have room by every signal: request 1 goes, nothing is refused, and
+    // nothing below Critical is queued from then.
+    f.observe(pool_with(0.2, 0.5), ms(2_000));
+    assert_eq!(dispatched(&f.poll(ms(2_000))), vec![1]);
+    // At 3 s the servers' queues are short but their KV use is at 1.5 × its threshold. The
+    // queue has been empty for 1 s, less than the interval: still an overload, so KV use
+    // holds request 2 (one empty moment between two arrivals ended it before).
+    let packed = pool_with(0.2, 1.5);
+    f.observe(packed, ms(3_000));
+    assert!(is_queued(
+        f.enqueue(req(2, Standard, "t", 1), ms(3_000)).unwrap()
+    ));
+    assert!(f.poll(ms(3_000)).is_empty());
+    // Its client goes away at 3.2 s. Within the interval after that a request is still held…
+    assert!(f.cancel(2));
+    f.observe(packed, ms(3_200));
+    f.observe(packed, ms(5_100));
+    assert_eq!(f.poll(ms(5_100)), vec![]);
+    assert!(is_queued(
+        f.enqueue(req(3, Standard, "t", 1), ms(5_100)).unwrap()
+    ));
+    assert!(f.poll(ms(5_100)).is_empty());
+    assert!(f.cancel(3));
+    // …and once nothing below Critical has been queued for the interval the overload is over:
+    // the same packed pool takes Standard on its queues alone, at once.
+    f.observe(packed, ms(5_200));
+    f.observe(packed, ms(7_200));
+    assert_eq!(
+        f.enqueue(req(4, Standard, "t", 1), ms(7_200)),
+        Ok(Admission::DispatchNow)
+    );
+}
+
+#[test]
 fn a_stalled_queue_is_overloaded_once_its_oldest_has_waited_past_the_wait_for_another_wait() {
     let mut f = with_overload_rule(true, OverloadSensor::Sojourn);
     f.observe(pool_at(3.0), ms(0));

@@ -132,8 +132,10 @@ pub const QUEUE_TTL: Duration = Duration::from_secs(30);
 pub const OVERLOAD_ENABLED: bool = true;
 /// `spec.flowControl.overload.interval`: how long the overload lasts after the rule's last
 /// refusal (the refusal empties the queue that showed it, not the servers) and how long every
-/// Sheddable request must have been refused to count as overload; with the `backlog` sensor, a
-/// band's queue that has not been empty for this long is overloaded. Longer than the bursts a
+/// Sheddable request must have been refused to count as overload; with the `sojourn` sensor,
+/// how long the queues below Critical must stay empty to end an overload (one empty moment
+/// between two arrivals does not); with the `backlog` sensor, a band's queue that has not been
+/// empty for this long is overloaded. Longer than the bursts a
 /// pool absorbs by queueing (a surge of a second or two drains between its peaks), short enough
 /// that a sustained overload is cut before the waits it builds pass a chat client's patience.
 pub const OVERLOAD_INTERVAL: Duration = Duration::from_secs(2);

@@ -142,8 +142,9 @@ pub struct OverloadSpec {
     #[serde(default)]
     pub enabled: Option<bool>,
     /// How long the overload lasts after the rule's last refusal, and how long every Sheddable
-    /// request must have been refused for saturation to count as overload; with the `backlog`
-    /// sensor, also how long a queue must have stayed non-empty to count as overloaded.
+    /// request must have been refused for saturation to count as overload; with the `sojourn`
+    /// sensor, also how long the queues below Critical must stay empty to end an overload; with
+    /// the `backlog` sensor, how long a queue must have stayed non-empty to count as overloaded.
     #[serde(default)]
     pub interval: Option<GatewayDuration>,
     /// How long a request of an overloaded band may wait.

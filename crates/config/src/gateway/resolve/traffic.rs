@@ -89,8 +89,9 @@ pub struct ResolvedFlowControl {
 pub struct ResolvedOverload {
     /// The rule on.
     pub enabled: Setting<bool>,
-    /// How long the overload outlasts the rule's last refusal (and, with the backlog sensor,
-    /// how long a queue must stay non-empty).
+    /// How long the overload outlasts the rule's last refusal; with the sojourn sensor, how
+    /// long the queues below Critical must stay empty to end it; with the backlog sensor, how
+    /// long a queue must stay non-empty to start it.
     pub interval: Setting<Duration>,
     /// How long a request of an overloaded band may wait.
     pub max_wait: Setting<Duration>,
