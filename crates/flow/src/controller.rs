@@ -41,10 +41,10 @@
 //! - the pool counts as overloaded (for reading KV-cache use and the decode pace for Standard)
 //!   while the sensor says so (the sojourn sensor: from the moment the oldest request below
 //!   Critical has waited past the wait without a break for another wait, until no band below
-//!   Critical has held a request for the interval; the backlog sensor: while a band below Critical has been backlogged for
-//!   the interval), while every Sheddable request has been refused for saturation for the
-//!   interval (the latest within it), and for the interval after the overload rule refuses a
-//!   request.
+//!   Critical has held a request for the interval; the backlog sensor: while a band below
+//!   Critical has been backlogged for the interval), while every Sheddable request has been
+//!   refused for saturation for the interval (the latest within it), and for the interval after
+//!   the overload rule refuses a request.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -351,18 +351,16 @@ impl FlowController {
     /// Whether the pool is overloaded at `now`: the sensor says so (the sojourn sensor: the
     /// oldest request below Critical has waited past the overload wait without a break for
     /// another overload wait, and a band below Critical has held a request within the interval,
-    /// see [`Self::sense`]; the backlog sensor: a band below Critical has
-    /// not been empty for the overload interval), every Sheddable request has been refused for
-    /// saturation for the interval and one was refused within it, or the overload rule refused a
-    /// request within the interval.
+    /// see [`Self::sense`]; the backlog sensor: a band below Critical has not been empty for the
+    /// overload interval), every Sheddable request has been refused for saturation for the
+    /// interval and one was refused within it, or the overload rule refused a request within the
+    /// interval.
     fn overloaded(&self, now: Duration) -> bool {
         let Some(rule) = self.config.overload else {
             return false;
         };
         let backlogged = match rule.sensor {
-            OverloadSensor::Sojourn => {
-                self.overdue_long_enough(rule, now) && self.queued_lately(rule, now)
-            }
+            OverloadSensor::Sojourn => self.sojourn_overloaded(rule, now),
             OverloadSensor::Backlog => [Band::Standard, Band::Sheddable].into_iter().any(|b| {
                 self.bands[band_index(b)]
                     .backlogged_since
@@ -379,6 +377,12 @@ impl FlowController {
     fn refused_lately(&self, rule: Overload, now: Duration) -> bool {
         self.last_overload_refusal
             .is_some_and(|at| now < at + rule.interval)
+    }
+
+    /// Whether the sojourn sensor's overload holds at `now`: it has set in and a band below
+    /// Critical has held a request within the interval.
+    fn sojourn_overloaded(&self, rule: Overload, now: Duration) -> bool {
+        self.overdue_long_enough(rule, now) && self.queued_lately(rule, now)
     }
 
     /// Whether a band below Critical holds a request at `now`, or held one within the interval
@@ -423,12 +427,12 @@ impl FlowController {
         let queued = below_critical
             .iter()
             .any(|&b| self.bands[band_index(b)].len.requests > 0);
-        self.below_critical_empty_since = match (queued, self.below_critical_empty_since) {
-            (true, _) => None,
-            (false, None) => Some(now),
-            (false, since) => since,
+        self.below_critical_empty_since = if queued {
+            None
+        } else {
+            self.below_critical_empty_since.or(Some(now))
         };
-        if self.queued_lately(rule, now) && self.overdue_long_enough(rule, now) {
+        if self.sojourn_overloaded(rule, now) {
             return;
         }
         // When the oldest request crossed the overload wait, if it has.
