@@ -34,7 +34,7 @@ pub(crate) fn blocks_for(tokens: u32) -> u32 {
 /// Invariant: `hashes` holds the prompt's full-block hashes followed by hashes of blocks that
 /// generation filled, each chained to the one before; `offered_blocks` leading blocks have been
 /// offered to the prefix cache.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Seq {
     pub id: RequestId,
     pub arrival: Duration,

@@ -264,3 +264,53 @@ fn a_client_bounded_by_time_sends_nothing_after_it_and_waits_for_what_it_sent() 
         .all(|r| r.first_token.is_none()));
     assert!(e.is_idle());
 }
+
+#[test]
+fn a_forecast_first_token_is_the_one_the_request_then_gets_and_leaves_the_engine_as_it_was() {
+    // A busy engine under KV pressure, so the forecast must run preemptions and finishes at
+    // each request's true output length to be right; every token reported, as the bench runs
+    // its engines, while the forecast reports first tokens only.
+    let mut c = config();
+    c.num_gpu_blocks = 96;
+    c.max_model_len = 1024;
+    c.report_every_token = true;
+    let mut e = Engine::new(c);
+    let mut events = Vec::new();
+    for i in 0..6 {
+        e.submit(Duration::ZERO, request(200, i * 1_000, 150 + 40 * i, None))
+            .unwrap();
+    }
+    let now = Duration::from_millis(120);
+    e.advance(now, &mut events);
+    let gauges = e.gauges();
+    let late = request(300, 90_000, 8, None);
+    let forecast = e
+        .forecast_first_token(now, late.clone(), Duration::from_secs(600))
+        .expect("a first token");
+    assert_eq!(e.gauges(), gauges, "the forecast ran on a copy");
+    // Nothing but a first token too early to come: no forecast.
+    assert_eq!(
+        e.forecast_first_token(now, late.clone(), forecast - Duration::from_nanos(1)),
+        None
+    );
+
+    let id = e.submit(now, late).unwrap();
+    events.clear();
+    let mut first = None;
+    while let Some(at) = e.next_wakeup() {
+        e.advance(at, &mut events);
+        first = first.or_else(|| {
+            events
+                .iter()
+                .find(|ev| ev.id == id && ev.kind == EventKind::Token { index: 0 })
+                .map(|ev| ev.at)
+        });
+    }
+    assert!(
+        e.counters().preemptions > 0,
+        "the run was under KV pressure"
+    );
+    assert_eq!(first, Some(forecast));
+    // Long enough to depend on the requests ahead: not the request's prefill alone.
+    assert!(forecast > now + Duration::from_millis(100), "{forecast:?}");
+}

@@ -141,7 +141,7 @@ pub enum SubmitError {
     PriorityNotEnabled(i32),
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Step {
     start: Duration,
     end: Duration,
@@ -154,7 +154,7 @@ struct Step {
 }
 
 /// One simulated replica.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Engine {
     config: EngineConfig,
     step_time: StepTimeModel,
@@ -757,5 +757,39 @@ impl Engine {
     /// How many leading blocks of `hashes` this replica holds in its prefix cache right now.
     pub fn cached_prefix_blocks(&self, hashes: &[BlockHash]) -> usize {
         self.pool.longest_cached_prefix(hashes).0
+    }
+
+    /// When `request`, submitted at `now`, would get its first token if nothing else arrived:
+    /// a copy of this engine, with the request added, run forward from its true state: every
+    /// running request decodes to its own output length and frees its blocks then, every step
+    /// keeps its jitter. `None` when the engine refuses the request, or no first token comes by
+    /// `give_up_at` (the caller's bound, so a forecast behind a long queue stops early).
+    ///
+    /// The engine itself is left as it was; the copy reports only first tokens, which changes
+    /// what it reports, not when its steps end.
+    pub fn forecast_first_token(
+        &self,
+        now: Duration,
+        request: NewRequest,
+        give_up_at: Duration,
+    ) -> Option<Duration> {
+        let mut fork = self.clone();
+        fork.config.report_every_token = false;
+        let id = fork.submit(now, request).ok()?;
+        let mut events = Vec::new();
+        while let Some(at) = fork.next_wakeup() {
+            if at > give_up_at {
+                return None;
+            }
+            fork.advance(at, &mut events);
+            let first = events
+                .iter()
+                .find(|e| e.id == id && matches!(e.kind, EventKind::Token { .. }));
+            if let Some(e) = first {
+                return Some(e.at);
+            }
+            events.clear();
+        }
+        None
     }
 }

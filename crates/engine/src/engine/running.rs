@@ -18,7 +18,7 @@ use std::collections::BinaryHeap;
 
 const BUCKETS: u64 = BLOCK_SIZE as u64;
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Running {
     head: u32,
     tail: u32,
