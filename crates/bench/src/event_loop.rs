@@ -11,7 +11,8 @@ mod global_tier;
 use crate::gate::Gate;
 use crate::gateway::Gateway;
 use crate::outcome::{Outcome, QueueSample};
-use crate::replica::{choose, clairvoyant_choice, new_request, scrape, Replica};
+use crate::replica::{choose, greedy_choice, lookahead_choice, new_request, scrape, Replica};
+use crate::runner::Oracle;
 use crate::workload::BenchRequest;
 use infergate_config::gateway::Band;
 use infergate_engine::{Event, EventKind, RequestId};
@@ -130,7 +131,10 @@ impl Sim<'_> {
                 self.dispatches[i] = Some(d);
                 e
             }),
-            None => clairvoyant_choice(&self.replicas, r),
+            None => match gateway.oracle {
+                Oracle::Greedy => greedy_choice(&self.replicas, r),
+                Oracle::Lookahead => lookahead_choice(&self.replicas, r, now),
+            },
         };
         let submitted = target.and_then(|e| {
             let engine = &mut self.replicas[e].engine;

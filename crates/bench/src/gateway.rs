@@ -18,6 +18,7 @@
 //! run is exactly the run of a single gateway.
 
 use crate::gate::FlowGate;
+use crate::runner::Oracle;
 use infergate_picker::{Picker, Pool};
 use infergate_rng::SplitMix64;
 use serde::Serialize;
@@ -34,8 +35,11 @@ pub(crate) struct Gateway {
     pub replicas: std::ops::Range<usize>,
     /// This gateway's view of the pool: the fleet's scrapes, its own counters.
     pub pool: Pool,
-    /// `None`: clairvoyant, which reads the engines instead of a picker's state.
+    /// `None`: an oracle ([`Self::oracle`]), which reads the engines instead of a picker's
+    /// state.
     pub picker: Option<Picker>,
+    /// Which oracle chooses while there is no picker; unread with one.
+    pub oracle: Oracle,
     /// `Some` when the scenario runs flow control.
     pub gate: Option<FlowGate>,
     /// The flow-control deadline event pending in the heap for this gateway's gate, if any.

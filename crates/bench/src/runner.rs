@@ -4,7 +4,8 @@
 //! replica's gauges into the picker's pool exactly as the gateway's scraper would parse them from
 //! `/metrics`, so between scrapes the picker sees metrics up to one interval old — the staleness
 //! that makes naive max-score pickers herd. Each replica's scrapes have their own random phase.
-//! `clairvoyant` instead reads every engine's true state at dispatch time.
+//! The oracles (`greedy-oracle`, `lookahead-oracle`) instead read every engine's true state at
+//! dispatch time.
 //!
 //! A run may have several gateway replicas ([`RunOptions::gateway_replicas`]), each with its own
 //! pool view, picker and flow controller, sharing only the scrapes ([`crate::gateway`]).
@@ -86,6 +87,19 @@ pub struct RunOptions {
     /// requests are then all Standard), as infergate ships it: on by default. Scenarios with
     /// bands run it in front of every policy, so that their comparison is the pick alone.
     pub flow_control: bool,
+    /// Which oracle chooses where a run has no picker (the oracles' runs).
+    pub oracle: Oracle,
+}
+
+/// How a run without a picker chooses each request's replica, from the engines' true state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Oracle {
+    /// [`GREEDY_ORACLE`]: the lowest TTFT an estimate from the queued prefill work predicts.
+    #[default]
+    Greedy,
+    /// [`LOOKAHEAD_ORACLE`]: the earliest first token a copy of each engine, run forward,
+    /// gives.
+    Lookahead,
 }
 
 impl Default for RunOptions {
@@ -97,6 +111,7 @@ impl Default for RunOptions {
             gateway_replicas: 1,
             fastest_gpu_only: false,
             flow_control: false,
+            oracle: Oracle::Greedy,
         }
     }
 }
@@ -173,6 +188,19 @@ pub fn replica_capacity(
 /// it ignores what the request does to those that follow. `clairvoyant` is its former name.
 pub const GREEDY_ORACLE: &str = "greedy-oracle";
 
+/// The lookahead oracle: each request to the replica where it gets its first token soonest, as
+/// a copy of that replica's engine, run forward from its true state with the request added,
+/// says: it knows every running request's true output length (when each frees its batch slot
+/// and KV blocks, and whether the cache runs out and preempts), every queued prompt and every
+/// step's time. Still myopic: it knows nothing of later arrivals, and it does not weigh what
+/// the request does to those already there.
+pub const LOOKAHEAD_ORACLE: &str = "lookahead-oracle";
+
+/// Whether `policy` is a reference that reads the engines' true state rather than a router.
+pub fn is_oracle(policy: &str) -> bool {
+    policy == GREEDY_ORACLE || policy == LOOKAHEAD_ORACLE || policy == "clairvoyant"
+}
+
 /// infergate's own policy, which runs with its flow control as shipped
 /// ([`RunOptions::flow_control`]).
 pub const INFERGATE: &str = "infergate";
@@ -190,7 +218,18 @@ pub fn run(
     options: &RunOptions,
 ) -> Result<RunOutcome, BenchError> {
     if policy == GREEDY_ORACLE || policy == "clairvoyant" {
-        return run_with(scenario, None, requests, options);
+        let greedy = RunOptions {
+            oracle: Oracle::Greedy,
+            ..*options
+        };
+        return run_with(scenario, None, requests, &greedy);
+    }
+    if policy == LOOKAHEAD_ORACLE {
+        let lookahead = RunOptions {
+            oracle: Oracle::Lookahead,
+            ..*options
+        };
+        return run_with(scenario, None, requests, &lookahead);
     }
     if policy == ROUND_ROBIN_FASTEST_GPU {
         let options = RunOptions {
@@ -227,7 +266,7 @@ pub fn run(
     run_with(scenario, Some(named), requests, options)
 }
 
-/// Runs `requests` with a picker policy given as a value (`None`: clairvoyant), for policies
+/// Runs `requests` with a picker policy given as a value (`None`: the oracle `options` names), for policies
 /// that have no name, such as candidates of a weight search.
 pub fn run_with(
     scenario: &Scenario,
@@ -269,6 +308,7 @@ pub fn run_tuned(
             picker: policy
                 .clone()
                 .map(|p| Picker::new(p, picker_seed(options.seed, g))),
+            oracle: options.oracle,
             gate: (scenario.bands.is_some() || options.flow_control)
                 .then(|| FlowGate::tuned(replicas.len(), tuning)),
             gate_wake: None,

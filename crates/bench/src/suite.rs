@@ -3,7 +3,7 @@
 
 use crate::report::{measured_ttfts_ms, median_over_seeds, summarize_with, PolicyResult, Slo};
 use crate::runner::{
-    replica_capacity, run, BenchError, QueueSample, RunOptions, GREEDY_ORACLE,
+    replica_capacity, run, BenchError, QueueSample, RunOptions, GREEDY_ORACLE, LOOKAHEAD_ORACLE,
     ROUND_ROBIN_FASTEST_GPU,
 };
 use crate::scenario::Scenario;
@@ -23,6 +23,7 @@ pub const POLICIES: &[&str] = &[
     "sglang-cache-aware",
     "dynamo-kv",
     GREEDY_ORACLE,
+    LOOKAHEAD_ORACLE,
     "infergate",
 ];
 

@@ -86,12 +86,16 @@ fn every_request_is_accounted_for_and_unknown_policies_are_refused() {
         seed: 2,
         ..RunOptions::default()
     };
-    let out = run(&s, "gie-default", &requests, &options).unwrap();
-    assert_eq!(out.requests.len(), requests.len());
-    assert!(out
-        .requests
-        .iter()
-        .all(|r| r.finished.is_some() && r.first_token.is_some()));
+    for policy in ["gie-default", "greedy-oracle", "lookahead-oracle"] {
+        let out = run(&s, policy, &requests, &options).unwrap();
+        assert_eq!(out.requests.len(), requests.len(), "{policy}");
+        assert!(
+            out.requests
+                .iter()
+                .all(|r| r.finished.is_some() && r.first_token.is_some()),
+            "{policy}"
+        );
+    }
     let err = run(&s, "fastest-please", &requests, &options)
         .unwrap_err()
         .to_string();

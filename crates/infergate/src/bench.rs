@@ -86,7 +86,8 @@ pub struct BenchArgs {
     /// Run each scenario once per count in this list with that many gateway replicas behind one
     /// Service (virtual mode): each with its own picker (prefix index, latency model, in-flight
     /// credit) and flow controller, sharing only the scraped metrics; arrivals dealt to them at
-    /// random from the seed. `clairvoyant` has no picker state and is the same at every count.
+    /// random from the seed. The oracles (`greedy-oracle`, `lookahead-oracle`) have no picker
+    /// state and are the same at every count.
     #[arg(
         long,
         value_delimiter = ',',

@@ -144,7 +144,7 @@ fn refused_share(p: &infergate_bench::report::PolicyResult) -> f64 {
 fn is_peer(policy: &str) -> bool {
     policy != infergate_bench::runner::INFERGATE
         && !policy.starts_with(infergate_bench::ablation::PREFIX)
-        && policy != infergate_bench::runner::GREEDY_ORACLE
+        && !infergate_bench::runner::is_oracle(policy)
 }
 
 /// The P99 TTFT of every policy against load, log y as seconds.

@@ -59,10 +59,10 @@ impl Router {
             "sglang-router" => Router::SglangRouter,
             "vllm-router" => Router::VllmRouter,
             "gie-epp" => Router::GieEpp,
-            "clairvoyant" => {
+            "greedy-oracle" | "lookahead-oracle" | "clairvoyant" => {
                 return Err(LiveError::Router {
                     name: name.into(),
-                    reason: "clairvoyant reads the engines' true state: simulation only".into(),
+                    reason: format!("{name} reads the engines' true state: simulation only"),
                 })
             }
             policy if Policy::NAMES.contains(&policy) => Router::Infergate {
@@ -362,7 +362,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_round_trip_and_clairvoyant_is_refused() {
+    fn names_round_trip_and_the_oracles_are_refused() {
         for name in Policy::NAMES.iter().chain(PEERS.iter()) {
             assert_eq!(Router::parse(name).unwrap().name(), *name);
         }
@@ -372,8 +372,10 @@ mod tests {
                 policy: "infergate".into()
             }
         );
-        let err = Router::parse("clairvoyant").unwrap_err().to_string();
-        assert!(err.contains("simulation only"), "{err}");
+        for oracle in ["greedy-oracle", "lookahead-oracle", "clairvoyant"] {
+            let err = Router::parse(oracle).unwrap_err().to_string();
+            assert!(err.contains("simulation only"), "{err}");
+        }
         let err = Router::parse("nginx").unwrap_err().to_string();
         assert!(err.contains("envoy-round-robin"), "{err}");
         assert!(err.contains("gie-epp"), "{err}");
