@@ -11,8 +11,9 @@ mod global_tier;
 use crate::gate::Gate;
 use crate::gateway::Gateway;
 use crate::outcome::{Outcome, QueueSample};
-use crate::replica::{choose, greedy_choice, lookahead_choice, new_request, scrape, Replica};
-use crate::runner::Oracle;
+use crate::replica::{
+    choose, greedy_choice, lookahead_choice, new_request, scrape, Oracle, Replica,
+};
 use crate::workload::BenchRequest;
 use infergate_config::gateway::Band;
 use infergate_engine::{Event, EventKind, RequestId};

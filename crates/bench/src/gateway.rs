@@ -18,7 +18,7 @@
 //! run is exactly the run of a single gateway.
 
 use crate::gate::FlowGate;
-use crate::runner::Oracle;
+use crate::replica::Oracle;
 use infergate_picker::{Picker, Pool};
 use infergate_rng::SplitMix64;
 use serde::Serialize;

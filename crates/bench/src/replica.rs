@@ -11,6 +11,18 @@ use infergate_picker::{
 };
 use std::time::Duration;
 
+/// How a run without a picker chooses each request's replica, from the engines' true state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Oracle {
+    /// `greedy-oracle` (`greedy_choice`): the lowest TTFT an estimate from the queued prefill
+    /// work predicts.
+    #[default]
+    Greedy,
+    /// `lookahead-oracle` (`lookahead_choice`): the earliest first token a copy of each
+    /// engine, run forward, gives.
+    Lookahead,
+}
+
 /// One simulated replica and its place in the event loop.
 pub(crate) struct Replica {
     pub engine: Engine,

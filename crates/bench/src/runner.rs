@@ -16,6 +16,7 @@ use crate::gate::FlowGate;
 pub use crate::gateway::GatewayOutcome;
 use crate::gateway::{deal, picker_seed, Gateway};
 pub use crate::outcome::{Outcome, QueueSample, RunOutcome};
+pub use crate::replica::Oracle;
 use crate::replica::{new_request, Replica};
 use crate::scenario::{ReplicaKind, Scenario};
 pub use crate::tuning::Tuning;
@@ -89,17 +90,6 @@ pub struct RunOptions {
     pub flow_control: bool,
     /// Which oracle chooses where a run has no picker (the oracles' runs).
     pub oracle: Oracle,
-}
-
-/// How a run without a picker chooses each request's replica, from the engines' true state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Oracle {
-    /// [`GREEDY_ORACLE`]: the lowest TTFT an estimate from the queued prefill work predicts.
-    #[default]
-    Greedy,
-    /// [`LOOKAHEAD_ORACLE`]: the earliest first token a copy of each engine, run forward,
-    /// gives.
-    Lookahead,
 }
 
 impl Default for RunOptions {

@@ -161,7 +161,7 @@ pub fn run(
                 Policy::infergate(),
                 crate::gateway::picker_seed(options.seed, c),
             )),
-            oracle: crate::runner::Oracle::Greedy,
+            oracle: crate::replica::Oracle::Greedy,
             gate: Some(FlowGate::new(replicas.len())),
             gate_wake: None,
         });
