@@ -92,8 +92,12 @@ fn a_saturated_pool_sheds_with_429_and_retry_after_queues_the_rest_and_expires_t
     let replica = Replica::start("a");
     replica.set_metrics(SATURATED);
     // Metrics count as fresh for a minute: on a loaded machine a late scrape must not make the
-    // pool's saturation unknown, which fails open and would admit the requests under test.
-    let flow = "  flowControl: {queueTtl: 2s, saturation: {metricsStalenessThreshold: 60s}}\n";
+    // pool's saturation unknown, which fails open and would admit the requests under test. The
+    // queue TTL leaves the last request seconds to see the pool drain (a test poll, a scrape
+    // and a dispatch, each slow on a loaded machine, where 2 s was a tight budget). The
+    // overload rule is off: it would refuse a Standard request at twice its 1 s wait, before
+    // this TTL (its own tests are in tests/flow.rs).
+    let flow = "  flowControl: {queueTtl: 5s, overload: {enabled: false}, saturation: {metricsStalenessThreshold: 60s}}\n";
     let (picker, envoy) = one_pool(&[replica.addr], "", flow);
     let body = chat("llama", "hello");
     let sheddable = [("x-gateway-inference-objective", "Sheddable")];
@@ -124,7 +128,7 @@ fn a_saturated_pool_sheds_with_429_and_retry_after_queues_the_rest_and_expires_t
     assert_eq!(r.status, 503, "{}", r.text());
     assert_eq!(dropped(&r), Some("rejected-ttl-expired"));
     assert!(
-        r.elapsed >= std::time::Duration::from_millis(1500),
+        r.elapsed >= std::time::Duration::from_millis(4500),
         "{:?}",
         r.elapsed
     );
