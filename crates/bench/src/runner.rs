@@ -186,9 +186,19 @@ pub const GREEDY_ORACLE: &str = "greedy-oracle";
 /// the request does to those already there.
 pub const LOOKAHEAD_ORACLE: &str = "lookahead-oracle";
 
+/// The oracle `policy` names, if it names one (`clairvoyant` is the greedy oracle's former
+/// name).
+pub fn oracle_named(policy: &str) -> Option<Oracle> {
+    match policy {
+        GREEDY_ORACLE | "clairvoyant" => Some(Oracle::Greedy),
+        LOOKAHEAD_ORACLE => Some(Oracle::Lookahead),
+        _ => None,
+    }
+}
+
 /// Whether `policy` is a reference that reads the engines' true state rather than a router.
 pub fn is_oracle(policy: &str) -> bool {
-    policy == GREEDY_ORACLE || policy == LOOKAHEAD_ORACLE || policy == "clairvoyant"
+    oracle_named(policy).is_some()
 }
 
 /// infergate's own policy, which runs with its flow control as shipped
@@ -207,19 +217,9 @@ pub fn run(
     requests: &[BenchRequest],
     options: &RunOptions,
 ) -> Result<RunOutcome, BenchError> {
-    if policy == GREEDY_ORACLE || policy == "clairvoyant" {
-        let greedy = RunOptions {
-            oracle: Oracle::Greedy,
-            ..*options
-        };
-        return run_with(scenario, None, requests, &greedy);
-    }
-    if policy == LOOKAHEAD_ORACLE {
-        let lookahead = RunOptions {
-            oracle: Oracle::Lookahead,
-            ..*options
-        };
-        return run_with(scenario, None, requests, &lookahead);
+    if let Some(oracle) = oracle_named(policy) {
+        let options = RunOptions { oracle, ..*options };
+        return run_with(scenario, None, requests, &options);
     }
     if policy == ROUND_ROBIN_FASTEST_GPU {
         let options = RunOptions {
@@ -256,8 +256,8 @@ pub fn run(
     run_with(scenario, Some(named), requests, options)
 }
 
-/// Runs `requests` with a picker policy given as a value (`None`: the oracle `options` names), for policies
-/// that have no name, such as candidates of a weight search.
+/// Runs `requests` with a picker policy given as a value (`None`: the oracle `options` names),
+/// for policies that have no name, such as candidates of a weight search.
 pub fn run_with(
     scenario: &Scenario,
     policy: Option<Policy>,

@@ -59,7 +59,7 @@ impl Router {
             "sglang-router" => Router::SglangRouter,
             "vllm-router" => Router::VllmRouter,
             "gie-epp" => Router::GieEpp,
-            "greedy-oracle" | "lookahead-oracle" | "clairvoyant" => {
+            oracle if infergate_bench::runner::is_oracle(oracle) => {
                 return Err(LiveError::Router {
                     name: name.into(),
                     reason: format!("{name} reads the engines' true state: simulation only"),
