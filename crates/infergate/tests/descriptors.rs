@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{free_port, infergate, instant_replica, metric, wait_for, Running, TempDir};
+use common::{infergate, instant_replica, metric, Running, TempDir};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
@@ -55,8 +55,8 @@ fn with_600_descriptors_silent_and_slowloris_floods_leave_clients_and_probes_ser
     let dir = TempDir::new("descriptors");
     let file = dir.path().join("gateway.yaml");
     std::fs::write(&file, common::one_pool_config("llama", replica, "", "")).unwrap();
-    let (port, admin) = (free_port(), free_port());
-    let _gateway = Running(
+    // Started again on fresh ports if another process took one first.
+    let spawn = |[port, admin]: [u16; 2]| {
         Command::new("prlimit")
             .arg("--nofile=600:600")
             .arg(infergate().get_program())
@@ -67,11 +67,12 @@ fn with_600_descriptors_silent_and_slowloris_floods_leave_clients_and_probes_ser
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("prlimit (util-linux) starts the gateway with 600 descriptors"),
-    );
-    wait_for("readyz", || {
+            .expect("prlimit (util-linux) starts the gateway with 600 descriptors")
+    };
+    let ready = |[_, admin]: [u16; 2]| {
         common::get(admin, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
-    });
+    };
+    let (_gateway, [port, admin]) = common::start_on_free_ports("serve's /readyz", spawn, ready);
 
     // (600 − 256 reserved) / 2 descriptors a proxied connection.
     assert_eq!(metric(admin, "infergate_client_connections_limit"), 172.0);

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{free_port, infergate, instant_replica, terminate, wait_for, TempDir};
+use common::{infergate, instant_replica, terminate, wait_for, TempDir};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -59,20 +59,8 @@ fn serve_answers_reloads_on_sighup_and_drains_on_sigterm() {
         dir: _dir,
         file,
     } = setup("plain");
-    let (port, admin) = (free_port(), free_port());
-    let mut child = infergate()
-        .args(["serve", "--config"])
-        .arg(&file)
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    wait_for("readyz", || {
-        request(admin, "GET", "/readyz", "").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
-    });
+    let (mut child, port) = start_serve(&file, None, &[]);
+    let pid = child.0.id();
     let r = request(port, "POST", "/v1/chat/completions", &chat("llama")).unwrap();
     assert!(r.starts_with("HTTP/1.1 200"), "{r}");
 
@@ -95,7 +83,7 @@ fn serve_answers_reloads_on_sighup_and_drains_on_sigterm() {
         "{old}"
     );
 
-    let status = terminate(&mut child, "serve");
+    let status = terminate(&mut child.0, "serve");
     assert!(status.success(), "{status}");
 }
 
@@ -110,7 +98,7 @@ fn serve_confined_to_one_cpu_answers_concurrent_clients_and_drains() {
         file,
         ..
     } = setup("1cpu");
-    let (mut child, port) = serve_on_one_cpu(&file, &[]);
+    let (mut child, port) = start_serve(&file, Some(0), &[]);
     let clients: Vec<_> = (0..4)
         .map(|_| {
             std::thread::spawn(move || {
@@ -124,7 +112,7 @@ fn serve_confined_to_one_cpu_answers_concurrent_clients_and_drains() {
     let answered: usize = clients.into_iter().map(|c| c.join().unwrap()).sum();
     assert_eq!(answered, 100);
 
-    let status = terminate(&mut child, "serve");
+    let status = terminate(&mut child.0, "serve");
     assert!(status.success(), "{status}");
 }
 
@@ -181,9 +169,10 @@ fn busy_poll_keeps_the_idle_gateway_polling_and_still_serves_and_drains() {
         file,
         ..
     } = setup("busy");
-    // One gateway of each kind on one CPU (the current-thread runtime).
-    let (mut busy, busy_port) = serve_on_one_cpu(&file, &["--busy-poll"]);
-    let (mut plain, _) = serve_on_one_cpu(&file, &[]);
+    // One gateway of each kind on one CPU (the current-thread runtime). The plain one starts
+    // first, so that its start does not share the CPU with the busy one's polling.
+    let (mut plain, _) = start_serve(&file, Some(0), &[]);
+    let (mut busy, busy_port) = start_serve(&file, Some(0), &["--busy-poll"]);
     for _ in 0..20 {
         let answer = request(busy_port, "POST", "/v1/chat/completions", &chat("llama")).unwrap();
         assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
@@ -192,14 +181,14 @@ fn busy_poll_keeps_the_idle_gateway_polling_and_still_serves_and_drains() {
     // Idle, the busy-polling gateway keeps using CPU; the plain one sleeps between scrapes. Wait
     // for a whole second of the busy one's CPU (however long a loaded machine takes to give it),
     // then compare with what the plain one used meanwhile.
-    let (busy0, plain0) = (cpu_ticks(busy.id()), cpu_ticks(plain.id()));
+    let (busy0, plain0) = (cpu_ticks(busy.0.id()), cpu_ticks(plain.0.id()));
     let idle = Instant::now();
     wait_for(
         "the idle busy-polling gateway to use a second of CPU",
-        || cpu_ticks(busy.id()) - busy0 >= 100,
+        || cpu_ticks(busy.0.id()) - busy0 >= 100,
     );
-    let busy_used = cpu_ticks(busy.id()) - busy0;
-    let plain_used = cpu_ticks(plain.id()) - plain0;
+    let busy_used = cpu_ticks(busy.0.id()) - busy0;
+    let plain_used = cpu_ticks(plain.0.id()) - plain0;
     assert!(
         busy_used >= 10 * plain_used,
         "idle for {:?}: the busy-polling gateway used {busy_used} ticks, the plain one {plain_used}",
@@ -207,29 +196,41 @@ fn busy_poll_keeps_the_idle_gateway_polling_and_still_serves_and_drains() {
     );
 
     // The polling task does not hold the drain up.
-    let status = terminate(&mut busy, "serve");
+    let status = terminate(&mut busy.0, "serve");
     assert!(status.success(), "serve --busy-poll: {status}");
-    let _ = terminate(&mut plain, "serve");
+    let _ = terminate(&mut plain.0, "serve");
 }
 
-/// `infergate serve --config file flags…` confined to CPU 0 by `taskset` (util-linux), once
-/// `/readyz` answers 200: the process and its listener's port.
-fn serve_on_one_cpu(file: &std::path::Path, flags: &[&str]) -> (std::process::Child, u16) {
-    let (port, admin) = (free_port(), free_port());
-    let child = Command::new("taskset")
-        .args(["-c", "0"])
-        .arg(infergate().get_program())
-        .args(["serve", "--config"])
-        .arg(file)
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
-        .args(flags)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("taskset (util-linux) runs the gateway on one CPU");
-    wait_for("readyz", || {
+/// `infergate serve --config file flags…`, confined to one CPU by `taskset` (util-linux) when
+/// `cpu` names one, once `/readyz` answers 200: the process (killed if the test fails before it
+/// stops it) and its listener's port. Started on free ports and again on fresh ones if another
+/// process took a port first (`start_on_free_ports`), so that a lost race for a port is not
+/// read as a gateway that never became ready.
+fn start_serve(file: &std::path::Path, cpu: Option<u32>, flags: &[&str]) -> (common::Running, u16) {
+    let spawn = |[port, admin]: [u16; 2]| {
+        let mut cmd = match cpu {
+            Some(cpu) => {
+                let mut taskset = Command::new("taskset");
+                taskset
+                    .args(["-c", &cpu.to_string()])
+                    .arg(infergate().get_program());
+                taskset
+            }
+            None => infergate(),
+        };
+        cmd.args(["serve", "--config"])
+            .arg(file)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
+            .args(flags)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the gateway starts (taskset, from util-linux, confines it to one CPU)")
+    };
+    let ready = |[_, admin]: [u16; 2]| {
         request(admin, "GET", "/readyz", "").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
-    });
+    };
+    let (child, [port, _]) = common::start_on_free_ports("serve's /readyz", spawn, ready);
     (child, port)
 }
