@@ -9,7 +9,7 @@
 mod global_tier;
 
 use crate::gate::Gate;
-use crate::gateway::Gateway;
+use crate::gateway::{Chooser, Gateway};
 use crate::outcome::{Outcome, QueueSample};
 use crate::replica::{
     choose, greedy_choice, lookahead_choice, new_request, scrape, Oracle, Replica,
@@ -127,15 +127,13 @@ impl Sim<'_> {
         let r = &self.requests[i];
         let g = self.dealt_to[i] as usize;
         let gateway = &mut self.gateways[g];
-        let target = match gateway.picker.as_mut() {
-            Some(p) => choose(p, &gateway.pool, r, now).map(|(e, d)| {
+        let target = match &mut gateway.chooser {
+            Chooser::Picker(p) => choose(p, &gateway.pool, r, now).map(|(e, d)| {
                 self.dispatches[i] = Some(d);
                 e
             }),
-            None => match gateway.oracle {
-                Oracle::Greedy => greedy_choice(&self.replicas, r),
-                Oracle::Lookahead => lookahead_choice(&self.replicas, r, now),
-            },
+            Chooser::Oracle(Oracle::Greedy) => greedy_choice(&self.replicas, r),
+            Chooser::Oracle(Oracle::Lookahead) => lookahead_choice(&self.replicas, r, now),
         };
         let submitted = target.and_then(|e| {
             let engine = &mut self.replicas[e].engine;
@@ -194,10 +192,9 @@ impl Sim<'_> {
                 EventKind::Token { index: 0 } => {
                     self.outcomes[i].first_token = Some(event.at);
                     self.last_token[i] = event.at;
-                    if let (Some(p), Some(d)) = (
-                        self.gateways[g].picker.as_mut(),
-                        self.dispatches[i].as_mut(),
-                    ) {
+                    if let (Some(p), Some(d)) =
+                        (self.gateways[g].picker_mut(), self.dispatches[i].as_mut())
+                    {
                         d.guard.first_token();
                         p.observe_first_token(&d.ticket, event.at);
                     }

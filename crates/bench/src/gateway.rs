@@ -35,15 +35,20 @@ pub(crate) struct Gateway {
     pub replicas: std::ops::Range<usize>,
     /// This gateway's view of the pool: the fleet's scrapes, its own counters.
     pub pool: Pool,
-    /// `None`: an oracle ([`Self::oracle`]), which reads the engines instead of a picker's
-    /// state.
-    pub picker: Option<Picker>,
-    /// Which oracle chooses while there is no picker; unread with one.
-    pub oracle: Oracle,
+    /// What chooses each request's replica.
+    pub chooser: Chooser,
     /// `Some` when the scenario runs flow control.
     pub gate: Option<FlowGate>,
     /// The flow-control deadline event pending in the heap for this gateway's gate, if any.
     pub gate_wake: Option<Duration>,
+}
+
+/// What chooses a gateway's replicas: a picker over its scraped view of the pool, or an oracle
+/// that reads the engines' true state instead.
+pub(crate) enum Chooser {
+    /// Boxed: a picker is large and an oracle a byte, and a run holds one per gateway.
+    Picker(Box<Picker>),
+    Oracle(Oracle),
 }
 
 /// What one gateway replica saw and learned in a run.
@@ -56,14 +61,27 @@ pub struct GatewayOutcome {
 }
 
 impl Gateway {
+    /// Its picker; `None` where an oracle chooses.
+    pub fn picker(&self) -> Option<&Picker> {
+        match &self.chooser {
+            Chooser::Picker(p) => Some(p),
+            Chooser::Oracle(_) => None,
+        }
+    }
+
+    /// Its picker, to update; `None` where an oracle chooses.
+    pub fn picker_mut(&mut self) -> Option<&mut Picker> {
+        match &mut self.chooser {
+            Chooser::Picker(p) => Some(p),
+            Chooser::Oracle(_) => None,
+        }
+    }
+
     /// What this gateway saw: `arrivals` were dealt to it.
     pub fn outcome(&self, arrivals: u64) -> GatewayOutcome {
         GatewayOutcome {
             arrivals,
-            prefix_index_hashes: self
-                .picker
-                .as_ref()
-                .map_or(0, |p| p.prefix_index_hashes() as u64),
+            prefix_index_hashes: self.picker().map_or(0, |p| p.prefix_index_hashes() as u64),
         }
     }
 }

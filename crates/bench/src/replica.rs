@@ -223,15 +223,14 @@ mod tests {
         }
     }
 
-    fn submit(rep: &mut Replica, r: &BenchRequest, now: Duration) {
+    fn submit(rep: &mut Replica, r: &BenchRequest, now: Duration) -> infergate_engine::RequestId {
         let policy = rep.engine.config().scheduling_policy;
-        rep.engine.submit(now, new_request(r, policy)).unwrap();
+        rep.engine.submit(now, new_request(r, policy)).unwrap()
     }
 
     /// When `r`, sent to `rep` at `now`, gets its first token, run to the end.
     fn first_token(mut rep: Replica, r: &BenchRequest, now: Duration) -> Duration {
-        let policy = rep.engine.config().scheduling_policy;
-        let id = rep.engine.submit(now, new_request(r, policy)).unwrap();
+        let id = submit(&mut rep, r, now);
         let mut events = Vec::new();
         while let Some(at) = rep.engine.next_wakeup() {
             rep.engine.advance(at, &mut events);

@@ -14,7 +14,7 @@ use crate::ablation::Ablation;
 use crate::event_loop::{Ev, Sim};
 use crate::gate::FlowGate;
 pub use crate::gateway::GatewayOutcome;
-use crate::gateway::{deal, picker_seed, Gateway};
+use crate::gateway::{deal, picker_seed, Chooser, Gateway};
 pub use crate::outcome::{Outcome, QueueSample, RunOutcome};
 pub use crate::replica::Oracle;
 use crate::replica::{new_request, Replica};
@@ -295,10 +295,13 @@ pub fn run_tuned(
         gateways.push(Gateway {
             replicas: 0..replicas.len(),
             pool,
-            picker: policy
-                .clone()
-                .map(|p| Picker::new(p, picker_seed(options.seed, g))),
-            oracle: options.oracle,
+            chooser: match &policy {
+                Some(p) => Chooser::Picker(Box::new(Picker::new(
+                    p.clone(),
+                    picker_seed(options.seed, g),
+                ))),
+                None => Chooser::Oracle(options.oracle),
+            },
             gate: (scenario.bands.is_some() || options.flow_control)
                 .then(|| FlowGate::tuned(replicas.len(), tuning)),
             gate_wake: None,

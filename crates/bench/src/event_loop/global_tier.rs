@@ -126,8 +126,7 @@ impl Sim<'_> {
         tier.clusters[m].sequence += 1;
         let gateway = &self.gateways[m];
         let max_age = gateway
-            .picker
-            .as_ref()
+            .picker()
             .map_or(infergate_picker::DEFAULT_MAX_METRICS_AGE, |p| {
                 p.policy().max_metrics_age()
             });

@@ -157,11 +157,10 @@ pub fn run(
             replicas: range,
             pool,
             // Each cluster runs infergate as it ships.
-            picker: Some(Picker::new(
+            chooser: crate::gateway::Chooser::Picker(Box::new(Picker::new(
                 Policy::infergate(),
                 crate::gateway::picker_seed(options.seed, c),
-            )),
-            oracle: crate::replica::Oracle::Greedy,
+            ))),
             gate: Some(FlowGate::new(replicas.len())),
             gate_wake: None,
         });
