@@ -50,10 +50,8 @@ pub enum Router {
     SglangRouter,
     /// vllm-router, `cache_aware`.
     VllmRouter,
-    /// The upstream EPP behind Envoy, with its default scheduling config.
-    GieEpp,
-    /// The llm-d router's EPP behind Envoy, with its chart's default scheduling config.
-    LlmdEpp,
+    /// An upstream endpoint picker behind Envoy (`gie-epp`, `llm-d-epp`).
+    Epp(Epp),
 }
 
 impl Router {
@@ -63,8 +61,8 @@ impl Router {
             "envoy-round-robin" => Router::EnvoyRoundRobin,
             "sglang-router" => Router::SglangRouter,
             "vllm-router" => Router::VllmRouter,
-            "gie-epp" => Router::GieEpp,
-            "llm-d-epp" => Router::LlmdEpp,
+            "gie-epp" => Router::Epp(GIE_EPP),
+            "llm-d-epp" => Router::Epp(LLMD_EPP),
             oracle if infergate_bench::runner::is_oracle(oracle) => {
                 return Err(LiveError::Router {
                     name: name.into(),
@@ -94,24 +92,14 @@ impl Router {
             Router::EnvoyRoundRobin => PEERS[0],
             Router::SglangRouter => PEERS[1],
             Router::VllmRouter => PEERS[2],
-            Router::GieEpp => PEERS[3],
-            Router::LlmdEpp => PEERS[4],
+            Router::Epp(epp) => epp.name,
         }
     }
 
     /// Whether the router finds the replicas as pods: then each replica needs an address of
     /// its own (a pod's IP) on one port shared by all (the pool's target port), as in a cluster.
     pub fn discovers_pods(&self) -> bool {
-        self.epp().is_some()
-    }
-
-    /// How to find and start the router, when it is an EPP.
-    fn epp(&self) -> Option<Epp> {
-        match self {
-            Router::GieEpp => Some(GIE_EPP),
-            Router::LlmdEpp => Some(LLMD_EPP),
-            _ => None,
-        }
+        matches!(self, Router::Epp(_))
     }
 }
 
@@ -144,8 +132,8 @@ const LLMD_EPP: Epp = Epp {
 
 /// An endpoint picker started as GIE's `inferencepool` chart starts it: how its binary is found
 /// and which config file, if any, it is given.
-#[derive(Debug, Clone, Copy)]
-struct Epp {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Epp {
     /// The peer's name in reports.
     name: &'static str,
     /// The environment variable that may name the binary.
@@ -273,8 +261,7 @@ impl Router {
                     .env("TRANSFORMERS_OFFLINE", "1");
                 Ok(Started::one(Process::spawn(self.name(), cmd, &log)?, None))
             }
-            Router::GieEpp => start_epp(GIE_EPP, at, &log),
-            Router::LlmdEpp => start_epp(LLMD_EPP, at, &log),
+            Router::Epp(epp) => start_epp(*epp, at, &log),
         }
     }
 }
