@@ -39,6 +39,10 @@ pub struct Gpu {
     pub large_scheduler_defaults: bool,
 }
 
+/// vLLM's default `--gpu-memory-utilization`: the share of each GPU's memory it may use for
+/// weights, activations and the KV cache.
+pub const DEFAULT_GPU_MEMORY_UTILIZATION: f64 = 0.9;
+
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 const MIB: f64 = 1024.0 * 1024.0;
 
@@ -448,10 +452,16 @@ impl Profile {
         self.model.kv_bytes_per_token() as f64 / f64::from(shards)
     }
 
-    /// Tokens the KV cache holds: what is left of 90 % of memory after weights and the
-    /// activation reserve, divided by one token's KV share.
+    /// Tokens the KV cache holds at vLLM's default `--gpu-memory-utilization`.
     pub fn kv_capacity_tokens(&self) -> u64 {
-        let free = self.gpu.memory_bytes * 0.9
+        self.kv_capacity_tokens_at(DEFAULT_GPU_MEMORY_UTILIZATION)
+    }
+
+    /// Tokens the KV cache holds when vLLM may use `utilization` of each GPU's memory: what is
+    /// left of that share after weights and the activation reserve, divided by one token's KV
+    /// share.
+    pub fn kv_capacity_tokens_at(&self, utilization: f64) -> u64 {
+        let free = self.gpu.memory_bytes * utilization
             - self.weight_bytes_per_gpu()
             - self.gpu.activation_reserve_bytes;
         if free <= 0.0 {
@@ -460,9 +470,14 @@ impl Profile {
         (free / self.kv_bytes_per_token_per_gpu()).floor() as u64
     }
 
-    /// KV blocks of [`crate::BLOCK_SIZE`] tokens.
+    /// KV blocks of [`crate::BLOCK_SIZE`] tokens at vLLM's default memory share.
     pub fn num_gpu_blocks(&self) -> u32 {
-        let blocks = self.kv_capacity_tokens() / u64::from(crate::BLOCK_SIZE);
+        self.num_gpu_blocks_at(DEFAULT_GPU_MEMORY_UTILIZATION)
+    }
+
+    /// KV blocks of [`crate::BLOCK_SIZE`] tokens when vLLM may use `utilization` of memory.
+    pub fn num_gpu_blocks_at(&self, utilization: f64) -> u32 {
+        let blocks = self.kv_capacity_tokens_at(utilization) / u64::from(crate::BLOCK_SIZE);
         u32::try_from(blocks).unwrap_or(u32::MAX)
     }
 

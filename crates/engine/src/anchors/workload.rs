@@ -24,6 +24,9 @@ pub struct Setup {
     /// KV blocks of 16 tokens, where the source's KV budget is known and smaller than the
     /// profile's (a KV-pressure experiment).
     pub num_gpu_blocks: Option<u32>,
+    /// `--gpu-memory-utilization`, where the source sets it: the KV cache is what that share of
+    /// memory leaves ([`crate::profile::Profile::num_gpu_blocks_at`]).
+    pub gpu_memory_utilization: Option<f64>,
     /// `--max-num-batched-tokens`, where the source sets it.
     pub max_num_batched_tokens: Option<u32>,
     /// Whether the source ran vLLM's V0 engine (0.4–0.6) at its defaults: its steps pay
@@ -51,6 +54,7 @@ impl Setup {
             max_num_seqs: None,
             max_model_len: None,
             num_gpu_blocks: None,
+            gpu_memory_utilization: None,
             max_num_batched_tokens: None,
             vllm_v0: false,
             offline: false,
@@ -87,6 +91,12 @@ impl Setup {
         self
     }
 
+    /// The same with `--gpu-memory-utilization`.
+    pub const fn gpu_memory_utilization(mut self, share: f64) -> Setup {
+        self.gpu_memory_utilization = Some(share);
+        self
+    }
+
     /// The same with a KV cache of `blocks` blocks.
     pub const fn kv_blocks(mut self, blocks: u32) -> Setup {
         self.num_gpu_blocks = Some(blocks);
@@ -100,6 +110,9 @@ impl Setup {
         }
         if let Some(n) = self.max_model_len {
             c.max_model_len = n;
+        }
+        if let Some(share) = self.gpu_memory_utilization {
+            c.num_gpu_blocks = c.profile.num_gpu_blocks_at(share);
         }
         if let Some(n) = self.num_gpu_blocks {
             c.num_gpu_blocks = n;
@@ -180,6 +193,11 @@ pub enum Lengths {
     /// yet counts it completed) and is sent for one token, so that its prefill still costs
     /// what it cost the server.
     Exact(&'static [(u32, u32)]),
+    /// A client that round-robins a short list of prompts, `(input, output)` each: request `i`
+    /// sends prompt `i mod n`, the same tokens every time, and the run is preceded by a warm-up
+    /// that sends each prompt once, one at a time (and is not measured). With prefix caching on
+    /// (vLLM V1's default), every measured prompt finds its blocks already cached.
+    CycledAfterWarmup(&'static [(u32, u32)]),
 }
 
 /// A figure a benchmark reports.
@@ -336,12 +354,39 @@ impl Experiment {
                 };
                 (0..count).map(|_| (draw(input), draw(output))).collect()
             }
-            Lengths::Exact(list) => list
+            Lengths::Exact(list) | Lengths::CycledAfterWarmup(list) => list
                 .iter()
                 .map(|&(input, output)| (input, output.max(1)))
                 .cycle()
                 .take(count)
                 .collect(),
+        };
+        // The prompt each request sends: its own token range, or, for a cycled list, its
+        // list entry's, so that repeats share every block.
+        let (distinct, warmup) = match self.lengths {
+            Lengths::CycledAfterWarmup(list) => (list.len().max(1), list.len()),
+            _ => (usize::MAX, 0),
+        };
+        let prompt_of = |i: usize, input: u32| -> Vec<u32> {
+            let base = ((i % distinct) as u32).wrapping_mul(1_000_003);
+            (0..input).map(|k| base.wrapping_add(k)).collect()
+        };
+        let until = Duration::from_secs(24 * 3600);
+        // The client's warm-up: each prompt once, one at a time; the measured run starts when
+        // it has finished.
+        let start = if warmup > 0 {
+            let warm: Vec<Arrival> = lengths
+                .iter()
+                .take(warmup)
+                .enumerate()
+                .map(|(i, &(input, output))| Arrival {
+                    at: Duration::ZERO,
+                    request: NewRequest::from_tokens(&prompt_of(i, input), output),
+                })
+                .collect();
+            run(&mut e, warm, 1, until).end
+        } else {
+            Duration::ZERO
         };
         let mut t = 0.0f64;
         let arrivals: Vec<Arrival> = lengths
@@ -355,20 +400,23 @@ impl Experiment {
                         t
                     }
                 };
-                // Distinct token ranges: no two prompts share a cached block.
-                let base = (i as u32).wrapping_mul(1_000_003);
-                let prompt: Vec<u32> = (0..input).map(|k| base.wrapping_add(k)).collect();
+                // Distinct token ranges unless the list is cycled: no two different prompts
+                // share a cached block.
                 Arrival {
-                    at: Duration::from_secs_f64(at),
-                    request: NewRequest::from_tokens(&prompt, output),
+                    at: start + Duration::from_secs_f64(at),
+                    request: NewRequest::from_tokens(&prompt_of(i, input), output),
                 }
             })
             .collect();
-        let until = Duration::from_secs(24 * 3600);
         let record = match self.load {
             Load::ClosedFor { seconds, .. } => {
-                let record =
-                    run_sending_until(&mut e, arrivals, cap, Duration::from_secs(seconds), until);
+                let record = run_sending_until(
+                    &mut e,
+                    arrivals,
+                    cap,
+                    start + Duration::from_secs(seconds),
+                    until,
+                );
                 // Every request finished: the list ran out before the time did.
                 if record.requests.iter().all(|r| r.finished.is_some()) {
                     return f64::NAN;
@@ -483,5 +531,60 @@ mod tests {
             .v0()
             .apply(&mut in_process);
         assert_eq!(in_process.api_overhead, Duration::ZERO);
+    }
+
+    #[test]
+    fn a_memory_share_sets_the_kv_cache_that_share_leaves() {
+        let profile = Profile::lookup("qwen3-32b", "a10g", 4).unwrap();
+        let mut c = EngineConfig::new(profile.clone());
+        assert_eq!(c.num_gpu_blocks, profile.num_gpu_blocks());
+        Setup::new("qwen3-32b", "a10g", 4)
+            .gpu_memory_utilization(0.85)
+            .apply(&mut c);
+        assert_eq!(c.num_gpu_blocks, profile.num_gpu_blocks_at(0.85));
+        // Five points of 24 GB boards are a third of what the weights leave the cache.
+        assert!(c.num_gpu_blocks < profile.num_gpu_blocks() * 3 / 4);
+        assert!(c.num_gpu_blocks > 0);
+    }
+
+    /// TTFT mean and E2E mean of 12 requests of 4,000 tokens in and 50 out, one at a time.
+    fn one_at_a_time(lengths: Lengths) -> (f64, f64) {
+        let experiment = Experiment {
+            setup: Setup::new("llama-3.1-8b", "h100", 1),
+            load: Load::Closed {
+                concurrency: 1,
+                requests: 12,
+            },
+            lengths,
+        };
+        (
+            experiment.predict(Figure::TtftMeanMs),
+            experiment.predict(Figure::E2eMeanSeconds),
+        )
+    }
+
+    #[test]
+    fn a_cycled_list_is_warmed_up_so_every_measured_prompt_starts_cached() {
+        const THREE: &[(u32, u32)] = &[(4_000, 50); 3];
+        let (cold_ttft, cold_e2e) = one_at_a_time(Lengths::Fixed(4_000, 50));
+        let (warm_ttft, warm_e2e) = one_at_a_time(Lengths::CycledAfterWarmup(THREE));
+        // A 4,000-token prefill costs tens of milliseconds on an H100; a cached prompt costs a
+        // step of its last block and the API overhead.
+        assert!(cold_ttft > warm_ttft + 40.0, "{cold_ttft} vs {warm_ttft}");
+        assert!(warm_ttft < 40.0, "{warm_ttft}");
+        // The warm-up is not measured: the mean request takes what one request takes, not
+        // the warm-up's three on top.
+        assert!(warm_e2e < cold_e2e, "{warm_e2e} vs {cold_e2e}");
+        assert!(warm_e2e > 0.2 && warm_e2e < 1.0, "{warm_e2e}");
+        // Without prefix caching the warm-up leaves nothing behind.
+        let uncached = Experiment {
+            setup: Setup::new("llama-3.1-8b", "h100", 1).v0(),
+            load: Load::Closed {
+                concurrency: 1,
+                requests: 12,
+            },
+            lengths: Lengths::CycledAfterWarmup(THREE),
+        };
+        assert!(uncached.predict(Figure::TtftMeanMs) > cold_ttft * 0.8);
     }
 }
