@@ -49,6 +49,17 @@ const TRTLLM_235B: &str = "TensorRT-LLM performance overview (github.com/NVIDIA/
 const VLLM_CI_2024: &str = "vLLM's performance-benchmark pipeline (Buildkite `vllm/performance-benchmark`, builds 9513 and 9515 on H200 from vLLM PR #9768 \"[perf bench] H200 development\", October 2024; build 9523 on A100-SXM4-80GB): `benchmark_latency.py` (`latency_llama8B_tp1`, `latency_llama70B_tp4`: Meta-Llama-3-8B and Meta-Llama-3-70B-Instruct, dummy weights, \"Input length: 32 tokens. Output length: 128 tokens. Batch size: fixed (8)\", mean latency) and `benchmark_serving.py` (`serving_llama70B_tp4_sharegpt_qps_1`: 200 ShareGPT prompts, Poisson at 1 req/s, server with `--swap-space 16 --disable-log-stats --disable-log-requests --load-format dummy`). Assumed: vLLM 0.6.3 (the PR's month; the builds do not print it), so V0 at its defaults with the models' 8,192-token `max_model_len`; the latency test in-process (no HTTP front end); the serving run's lengths ShareGPT's as Lambda's 70B H100 TP4 file records them (`anchors::lambda`). Where the two H200 builds differ (8B 833.4 / 834.1 ms, 70B 2,077.5 / 2,075.1 ms) the first, build 9515, is used";
 const TRTLLM_8B: &str = "TensorRT-LLM performance overview (github.com/NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md), Llama 3.1 8B FP8, `trtllm-bench throughput`, fixed lengths, total output tok/s of H200 TP1 over H100 TP1. TensorRT-LLM, not vLLM: only the ratio between GPUs is compared. Assumed: 1,000 requests sent at once";
 const SYSTALYZE_32B_H200: &str = "Systalyze, \"vLLM serving benchmarks on AWS G7, G7e and H200\" (github.com/systalyze/vllm-benchmarks README.md and configs/qwen3-32b/h200/baseline/row.json, commit 004db0c3): stock vLLM v0.27.1 (`vllm/vllm-openai:v0.27.1`), `Qwen/Qwen3-32B` BF16 on one H200 SXM 141 GB of a p5en.48xlarge, `--tensor-parallel-size 1 --max-model-len 12288 --no-enable-prefix-caching`, other flags at their defaults; AIPerf 0.12.0 streaming chat requests from the frozen list `workload/aws-p50p90-v1` (`anchors::systalyze`: 160 coding prompts, 3,500 / 10,000 tokens in at p50 / p90, 200 / 400 out, `ignore_eos`, temperature 0), cycled in order. The saturation probe (bench/run_replicas.py `probe_lambda_sat`): a closed loop at concurrency 64 for 180 s after 8 warm-up requests, `lambda_sat` = output tok/s / mean output length = 1.5034 req/s (row.json), the requests finished per second. The load point: Poisson arrivals at 1.290 req/s (85 % of the baseline's capacity of 1.517 req/s), 512 requests after 16 warm-ups, per-user output speed at p50 42 tok/s (README), AIPerf's `output_token_throughput_per_user`, one over a request's mean gap between tokens after the first: a TPOT p50 of 1000 / 42 ms. Assumed: the list starts at its first entry (the warm-ups are left out), the load point is measured as a run of its own at that rate (the ladder's rungs are at multiples of 1.5034; the README's point lies between two of them)";
+/// The AWS suite's common description, then one configuration's.
+macro_rules! aws_suite {
+    ($configuration:literal) => {
+        concat!(
+            "AWS, SageMaker inference benchmark suite (github.com/aws-samples/sagemaker-genai-hosting-examples 07-benchmark/sagemaker-inference-benchmark-suite, commit 089da29d; results/matrix/FINAL_REPORT_20260311.md, docs/BENCHMARK_METHODOLOGY.md, the recipes and the per-level CSVs named beside each anchor), \"vanilla\" configurations, which set no prefix-caching flag, so vLLM V1's default (on) holds. Client (scripts/benchmarker.py): the SageMaker runtime's `invoke_endpoint`, chat requests round-robined through three prompts per use case with `max_tokens` 600 (`enable_thinking` off; every request generated all 600, `avg_output_tokens` 600), 3 warm-up requests, then 30 requests per concurrency level from a pool of C workers; `latency_avg` is the mean wall-clock request time. Assumed: the three prompts each at the level's mean prompt length (`avg_input_tokens`, from vLLM's usage counts; the methodology gives each prompt only roughly), and the warm-up as one pass of the three, one at a time, so every measured prompt starts cached; the SageMaker front end costs nothing beyond the simulator's API overhead. ",
+            $configuration
+        )
+    };
+}
+const AWS_SUITE_G5: &str = aws_suite!("Qwen/Qwen3-32B BF16 on one ml.g5.12xlarge (4× A10G) with the AWS vLLM 0.11.0 container (cu128), recipes/qwen3-32b-g5-vanilla.yaml: `tensor_parallel_size` 4, `max_model_len` 4096, `max_num_seqs` 32, `max_num_batched_tokens` 4096, `gpu_memory_utilization` 0.85, chunked prefill on; us-east-1 runs of 2026-03-10 (`overnight-qwen3-vanilla-g512xl_use1_…_multiturn_chat_useast1_20260310_001408.csv`, `…_long_context_useast1_20260310_005702.csv`). Assumed: the recipe, committed after the runs, is what they ran with");
+const AWS_SUITE_P5E: &str = aws_suite!("Qwen/Qwen3-235B-A22B BF16 on one ml.p5e.48xlarge (8× H200) with the DJL LMI v20 container (`djl_python.lmi_vllm.vllm_async_service`, vLLM V1; the report does not print its vLLM version), recipes/qwen3-235b-p5e-vanilla.yaml: `tensor_parallel_size` 8, `max_model_len` 4096, max rolling batch 64, `gpu_memory_utilization` 0.9, chunked prefill on; us-west-2 runs of 2026-03-11 (`qwen3-235b-vanilla_p5e_p5e48xlarge_multiturn_chat_uswest2_20260311_175625.csv`, `…_long_context_uswest2_20260311_180637.csv`, the first of each on the report's day). Assumed: vLLM's default token budget for the container's engine (not printed)");
 const TRTLLM_70B: &str = "TensorRT-LLM performance overview (github.com/NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md), Llama 3.3 70B FP8 (Llama 3.1 70B's geometry), `trtllm-bench throughput`, fixed lengths, total output tok/s of one H200 over two H100 at TP2. TensorRT-LLM, not vLLM: only the ratio is compared. Assumed: 1,000 requests sent at once";
 
 /// Every request sent at once, no cap.
@@ -187,6 +198,33 @@ const Q32_A100: Setup = q32_one_gpu("a100-80");
 /// Qwen3-32B on one H200 as Systalyze's baseline served it (`SYSTALYZE_32B_H200`).
 const Q32_H200_SYSTALYZE: Setup = Setup::new("qwen3-32b", "h200", 1).max_model_len(12_288);
 const SYSTALYZE_LIST: Lengths = Lengths::Exact(systalyze::AWS_P50P90_V1);
+/// Qwen3-32B on four A10Gs as the AWS suite's g5 recipe served it (`AWS_SUITE_G5`).
+const Q32_A10G_AWS: Setup = Setup::new("qwen3-32b", "a10g", 4)
+    .max_model_len(4_096)
+    .max_num_seqs(32)
+    .batched_tokens(4_096)
+    .gpu_memory_utilization(0.85);
+/// Qwen3-235B-A22B on eight H200s as the AWS suite's p5e recipe served it (`AWS_SUITE_P5E`).
+const Q235_H200_AWS: Setup = Setup::new("qwen3-235b-a22b", "h200", 8)
+    .max_model_len(4_096)
+    .max_num_seqs(64);
+/// The AWS suite's multi-turn chat prompts: three, at their mean of 521.7 tokens, 600 out.
+const AWS_CHAT: Lengths = Lengths::CycledAfterWarmup(&[(522, 600); 3]);
+/// The AWS suite's long-context prompts: three, at their mean of 1,662.3 tokens, 600 out.
+const AWS_LONG: Lengths = Lengths::CycledAfterWarmup(&[(1_662, 600); 3]);
+
+/// One concurrency level of the AWS suite: 30 requests from `concurrency` workers (at 32, all
+/// 30 at once).
+const fn aws_level(setup: Setup, concurrency: usize, lengths: Lengths) -> Experiment {
+    x(
+        setup,
+        Load::Closed {
+            concurrency,
+            requests: 30,
+        },
+        lengths,
+    )
+}
 const Q235_H100: Setup = Setup::new("qwen3-235b-a22b", "h100", 8);
 const Q235_H100_FP8: Setup = Setup::new("qwen3-235b-a22b-fp8", "h100", 4).batched_tokens(16_384);
 const Q235_A100: Setup = Setup::new("qwen3-235b-a22b", "a100-80", 8);
@@ -805,5 +843,74 @@ pub const PUBLISHED: &[Published] = &[
         1_000.0 / 42.0,
         Fitting,
         SYSTALYZE_32B_H200,
+    ),
+    // The AWS suite (appended 2026-12-06 for the two shipped profiles without a held-out anchor:
+    // Qwen3-32B on four A10Gs and Qwen3-235B-A22B on eight H200s). Per profile, the multi-turn
+    // chat and long-context use cases at one request at a time and at the full 30, in the order
+    // chat C=1, long C=1, chat C=32, long C=32, alternating from held out: each set gets a
+    // batch-1 and a full-batch figure. Chosen and split before the simulator ran any of them.
+    figure(
+        "Qwen3-32B 4× A10G, chat, one at a time",
+        aws_level(Q32_A10G_AWS, 1, AWS_CHAT),
+        Figure::E2eMeanSeconds,
+        26.384,
+        HeldOut,
+        AWS_SUITE_G5,
+    ),
+    figure(
+        "Qwen3-32B 4× A10G, long context, one at a time",
+        aws_level(Q32_A10G_AWS, 1, AWS_LONG),
+        Figure::E2eMeanSeconds,
+        26.4468,
+        Fitting,
+        AWS_SUITE_G5,
+    ),
+    figure(
+        "Qwen3-32B 4× A10G, chat, 30 at once",
+        aws_level(Q32_A10G_AWS, 32, AWS_CHAT),
+        Figure::E2eMeanSeconds,
+        44.1809,
+        HeldOut,
+        AWS_SUITE_G5,
+    ),
+    figure(
+        "Qwen3-32B 4× A10G, long context, 30 at once",
+        aws_level(Q32_A10G_AWS, 32, AWS_LONG),
+        Figure::E2eMeanSeconds,
+        46.0325,
+        Fitting,
+        AWS_SUITE_G5,
+    ),
+    figure(
+        "Qwen3-235B 8× H200, chat, one at a time",
+        aws_level(Q235_H200_AWS, 1, AWS_CHAT),
+        Figure::E2eMeanSeconds,
+        5.3804,
+        HeldOut,
+        AWS_SUITE_P5E,
+    ),
+    figure(
+        "Qwen3-235B 8× H200, long context, one at a time",
+        aws_level(Q235_H200_AWS, 1, AWS_LONG),
+        Figure::E2eMeanSeconds,
+        5.4380,
+        Fitting,
+        AWS_SUITE_P5E,
+    ),
+    figure(
+        "Qwen3-235B 8× H200, chat, 30 at once",
+        aws_level(Q235_H200_AWS, 32, AWS_CHAT),
+        Figure::E2eMeanSeconds,
+        11.1164,
+        HeldOut,
+        AWS_SUITE_P5E,
+    ),
+    figure(
+        "Qwen3-235B 8× H200, long context, 30 at once",
+        aws_level(Q235_H200_AWS, 32, AWS_LONG),
+        Figure::E2eMeanSeconds,
+        11.0969,
+        Fitting,
+        AWS_SUITE_P5E,
     ),
 ];
