@@ -10,6 +10,10 @@
 //! plus the time to load adapters this step needs.
 //! ```
 //!
+//! Those are BLIS's constants; infergate's fit ([`Calibration::FITTED`]) differs, and an MoE
+//! step reads the experts its tokens are expected to touch
+//! ([`Profile::weight_bytes_read_per_gpu`]).
+//!
 //! FLOPs count the prefill chunks: `2 × active params` per token plus attention,
 //! `4 × layers × d_attn × n × (cached + n / 2)`. Decode tokens count `2 × active params` each
 //! too, in the same `max` as the weight read: a small decode batch is priced by the bytes it
