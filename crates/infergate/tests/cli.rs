@@ -33,8 +33,19 @@ fn list_profiles_prints_every_reference_row_and_instant() {
             .ends_with("% over 2 |"),
         "{text}"
     );
+    // Every shipped profile has held-out anchors since AWS's SageMaker suite (2026-12-06), the
+    // last two among them Qwen3-32B on four A10Gs and Qwen3-235B on eight H200s, both within
+    // 20 %: their figure, no flag. fp8 Qwen3-235B at TP8 is flagged, above 20 %.
+    assert!(!text.contains("no held-out anchor"), "{text}");
+    for p in ["qwen3-32b/a10g/tp4", "qwen3-235b-a22b/h200/tp8"] {
+        let r = row(p);
+        assert!(
+            r.trim_end().ends_with("% over 2 |") && !r.contains('⚠'),
+            "{text}"
+        );
+    }
     assert!(
-        row("qwen3-32b/a10g/tp4").contains("⚠ no held-out anchor"),
+        row("qwen3-235b-a22b-fp8/h100/tp8").contains("(above 20 %)"),
         "{text}"
     );
     // Qwen3-32B on one H200 has its held-out anchor since Systalyze's saturation probe.
