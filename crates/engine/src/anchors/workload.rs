@@ -361,23 +361,24 @@ impl Experiment {
                 .take(count)
                 .collect(),
         };
+        // A cycled list's length: its prompts repeat, and a warm-up sends each once.
+        let cycle = match self.lengths {
+            Lengths::CycledAfterWarmup(list) if !list.is_empty() => Some(list.len()),
+            _ => None,
+        };
         // The prompt each request sends: its own token range, or, for a cycled list, its
         // list entry's, so that repeats share every block.
-        let (distinct, warmup) = match self.lengths {
-            Lengths::CycledAfterWarmup(list) => (list.len().max(1), list.len()),
-            _ => (usize::MAX, 0),
-        };
         let prompt_of = |i: usize, input: u32| -> Vec<u32> {
-            let base = ((i % distinct) as u32).wrapping_mul(1_000_003);
+            let base = (cycle.map_or(i, |n| i % n) as u32).wrapping_mul(1_000_003);
             (0..input).map(|k| base.wrapping_add(k)).collect()
         };
         let until = Duration::from_secs(24 * 3600);
         // The client's warm-up: each prompt once, one at a time; the measured run starts when
         // it has finished.
-        let start = if warmup > 0 {
+        let start = if let Some(n) = cycle {
             let warm: Vec<Arrival> = lengths
                 .iter()
-                .take(warmup)
+                .take(n)
                 .enumerate()
                 .map(|(i, &(input, output))| Arrival {
                     at: Duration::ZERO,
