@@ -2,7 +2,7 @@
 //! calibration: per_request_nanos overlap weight_eff mfu_scale kv_eff api_overhead_ms client_cv
 //! [moe_compute_efficiency [decode_compute_efficiency, 0 for decode FLOPs left out
 //! [nvlink_all_reduce_nanos [v0_per_request_nanos [fp8_compute_efficiency
-//! [h200_bandwidth_share [moe_layer_nanos]]]]]]].
+//! [h200_bandwidth_share [moe_layer_nanos [a100_bandwidth_share]]]]]]]].
 use infergate_engine::anchors::{run_all, summary, with_calibration, Split};
 use infergate_engine::step_time::Calibration;
 use std::time::Duration;
@@ -15,7 +15,7 @@ fn main() {
         .skip(1)
         .filter_map(|a| a.parse().ok())
         .collect();
-    let results = if (7..=14).contains(&args.len()) {
+    let results = if (7..=15).contains(&args.len()) {
         let cal = Calibration {
             per_request_nanos: args[0],
             prefill_overlap_penalty: args[1],
@@ -30,6 +30,7 @@ fn main() {
             fp8_compute_efficiency: args.get(11).copied().unwrap_or(1.0),
             h200_bandwidth_share: args.get(12).copied().unwrap_or(1.0),
             moe_layer_nanos: args.get(13).copied().unwrap_or(60_000.0),
+            a100_bandwidth_share: args.get(14).copied().unwrap_or(1.0),
         };
         with_calibration(
             cal,

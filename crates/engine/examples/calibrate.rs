@@ -27,7 +27,7 @@ fn main() {
     println!("{} points", fits.len());
     for f in fits.iter().take(20) {
         println!(
-            "within_reference {} score {:.4} median {:.3} per_request_nanos {} overlap {} weight_eff {} kv_eff {} mfu_scale {} moe_eff {} moe_experts_only {} decode_eff {:?} all_reduce {} v0_per_request {} fp8_eff {} h200_share {} moe_layer {} api_overhead_ms {}",
+            "within_reference {} score {:.4} median {:.3} per_request_nanos {} overlap {} weight_eff {} kv_eff {} mfu_scale {} moe_eff {} moe_experts_only {} decode_eff {:?} all_reduce {} v0_per_request {} fp8_eff {} h200_share {} a100_share {} moe_layer {} api_overhead_ms {}",
             f.within_reference,
             f.score,
             f.median_error,
@@ -43,6 +43,7 @@ fn main() {
             f.calibration.v0_per_request_nanos,
             f.calibration.fp8_compute_efficiency,
             f.calibration.h200_bandwidth_share,
+            f.calibration.a100_bandwidth_share,
             f.calibration.moe_layer_nanos,
             f.api_overhead.as_secs_f64() * 1e3
         );

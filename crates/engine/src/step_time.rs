@@ -115,6 +115,11 @@ pub struct Calibration {
     /// speed up by the datasheet ratio: the fitting set's H200-over-H100 ratios for 8B and 70B
     /// fp8 read the simulated H200 too fast at 1.
     pub h200_bandwidth_share: f64,
+    /// Share of the H100's bandwidth efficiencies an A100 (either board: the same GA100 die and
+    /// memory controller) reaches on its datasheet bandwidth: 1 takes it at face value. The
+    /// fitting set's A100 decodes at small batches (70B at TP4 ten prompts at once, Qwen3-32B's
+    /// TPOT at 32k tokens) read the simulated A100 too fast at 1.
+    pub a100_bandwidth_share: f64,
     /// Extra time per layer of a mixture-of-experts model, every step (routing, expert
     /// dispatch): BLIS's 60 µs, fitted on H100 vLLM runs of its own day; the anchors' vLLM V1,
     /// whose decode steps replay CUDA graphs, show none.
@@ -136,6 +141,7 @@ impl Calibration {
         v0_per_request_nanos: 4_400.0,
         fp8_compute_efficiency: 1.0,
         h200_bandwidth_share: 1.0,
+        a100_bandwidth_share: 1.0,
         moe_layer_nanos: 60_000.0,
     };
 }
@@ -155,7 +161,8 @@ impl Calibration {
     /// 2026-12-06, with the per-MoE-layer overhead searched (BLIS's 60 µs before) and an MoE
     /// step reading the experts its tokens are expected to touch, put that overhead at 0 (eight
     /// H200s decode Qwen3-235B one request at a time in 8.9 ms a token, where 60 µs over 94
-    /// layers alone is 5.6 ms), fp8 GEMMs at 0.65 and the H200's share at 0.97.
+    /// layers alone is 5.6 ms), fp8 GEMMs at 0.65 and the H200's share at 0.97; the search after
+    /// them, with the A100's bandwidth share added, put it at 0.9 and kept the rest.
     pub const FITTED: Calibration = Calibration {
         per_request_nanos: 17_000.0,
         prefill_overlap_penalty: 0.9,
@@ -169,19 +176,20 @@ impl Calibration {
         v0_per_request_nanos: 85_000.0,
         fp8_compute_efficiency: 0.65,
         h200_bandwidth_share: 0.97,
+        a100_bandwidth_share: 0.9,
         moe_layer_nanos: 0.0,
     };
 }
 
 impl Calibration {
     /// The bandwidth `gpu`'s weight and KV reads are priced against (before the two read
-    /// efficiencies): its datasheet's, but on an H200 only the share of the H100's efficiencies
-    /// the anchors show it reaching.
+    /// efficiencies): its datasheet's, but on an H200 or an A100 only the share of the H100's
+    /// efficiencies the anchors show it reaching.
     pub fn hbm_bandwidth(&self, gpu: &Gpu) -> f64 {
-        let share = if gpu.name == "h200" {
-            self.h200_bandwidth_share
-        } else {
-            1.0
+        let share = match gpu.name {
+            "h200" => self.h200_bandwidth_share,
+            "a100-80" | "a100-40" => self.a100_bandwidth_share,
+            _ => 1.0,
         };
         gpu.hbm_bandwidth * share
     }
@@ -506,7 +514,8 @@ mod tests {
     }
 
     #[test]
-    fn an_h200_reads_at_its_share_of_the_h100s_bandwidth_efficiency_and_other_gpus_do_not() {
+    fn an_h200_and_an_a100_read_at_their_shares_of_the_h100s_bandwidth_efficiency_and_other_gpus_do_not(
+    ) {
         // A batch-1 decode step is mostly the weight read: at the shipped share it is longer
         // than at the datasheet's bandwidth, by less than the read's own 1 / share (the step's
         // fixed costs do not change).
@@ -516,15 +525,29 @@ mod tests {
         };
         let face = Calibration {
             h200_bandwidth_share: 1.0,
+            a100_bandwidth_share: 1.0,
             ..Calibration::FITTED
         };
-        let share = Calibration::FITTED.h200_bandwidth_share;
-        assert!(share < 1.0);
-        let ratio = step("h200", &Calibration::FITTED) / step("h200", &face);
-        assert!(ratio > 1.0 && ratio < 1.0 / share, "{ratio}");
-        // The read is most of the step: more than half of the 1 / share.
-        assert!(ratio - 1.0 > 0.5 * (1.0 / share - 1.0), "{ratio}");
-        for gpu in ["h100", "a100-80", "l4"] {
+        let shares = [
+            ("h200", Calibration::FITTED.h200_bandwidth_share),
+            ("a100-80", Calibration::FITTED.a100_bandwidth_share),
+            ("a100-40", Calibration::FITTED.a100_bandwidth_share),
+        ];
+        for (gpu, share) in shares {
+            assert!(share < 1.0, "{gpu}");
+            let ratio = step(gpu, &Calibration::FITTED) / step(gpu, &face);
+            assert!(ratio > 1.0 && ratio < 1.0 / share, "{gpu} {ratio}");
+            // The read is most of the step: more than half of the 1 / share.
+            assert!(ratio - 1.0 > 0.5 * (1.0 / share - 1.0), "{gpu} {ratio}");
+        }
+        // Each share moves its own GPU alone.
+        let h200_only = Calibration {
+            a100_bandwidth_share: 1.0,
+            ..Calibration::FITTED
+        };
+        assert_eq!(step("a100-80", &h200_only), step("a100-80", &face));
+        assert_eq!(step("h200", &h200_only), step("h200", &Calibration::FITTED));
+        for gpu in ["h100", "a10g", "l4"] {
             assert_eq!(step(gpu, &Calibration::FITTED), step(gpu, &face), "{gpu}");
         }
     }

@@ -114,14 +114,12 @@ fn the_out_of_sample_error_stays_where_it_was_measured() {
         .map(|r| r.experiment)
         .collect();
     assert!(not_run.is_empty(), "{not_run:?}");
-    // Measured 10.8 % over 40, mean 14.6 % (fitted 3.8 % over 45; docs/simulator.md,
-    // 2026-12-06): a guard against getting worse, not the goal (10 %). The four held-out
-    // anchors added that day for the two profiles that had none read 10.4 % (mean 17.0 %) on
-    // the constants before them; the model change they led to (no per-MoE-layer overhead, MoE
-    // reads of the experts expected to be touched) cut the mean and the 235B H200 profile's
-    // 62 % to 9 %, and moved the median up by half a point.
+    // Measured 10.5 % over 40, mean 14.5 % (fitted 3.8 % over 45; docs/simulator.md,
+    // 2026-12-06, after the A100's bandwidth share): a guard against getting worse, not the
+    // goal (10 %). It read 10.8 % (mean 14.6 %) before that share, and 10.4 % (mean 17.0 %) on
+    // the constants before the MoE step change of the same day.
     assert!(
-        held.median_error <= 0.11,
+        held.median_error <= 0.107,
         "held-out median {:.1} %",
         held.median_error * 100.0
     );

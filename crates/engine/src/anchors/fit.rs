@@ -4,15 +4,15 @@
 //! the fitting anchors only: the mean over profiles of each profile's median error ([`score`]), among the points that keep every reference anchor within its tolerance. The held-out
 //! anchors are never run here (a test checks it). [`Calibration::FITTED`] is this search's best
 //! point on [`GRID`] (`cargo run --release -p infergate-engine --example calibrate`, about
-//! 5 min on two cores): the first wave's constants, which the reference's anchors still pick, an
+//! 16 min on two cores): the first wave's constants, which the reference's anchors still pick, an
 //! MoE compute efficiency of 0.4 on every FLOP of an MoE model (on the routed experts alone it
 //! scored 0.1096 at best against 0.1086 in an earlier search), decode FLOPs at the prefill MFU,
 //! a 25 µs NVLink all-reduce, an 85 µs per-request overhead for vLLM V0, fp8 GEMMs at 0.65 of
-//! the fp8 peak, an H200 reading at 0.97 of the H100's bandwidth efficiencies and no extra time
-//! per MoE layer. [`GRID`] is the third search of 2026-12-06, on 85 anchors with the per-MoE-layer
-//! overhead added: a first around the 2026-12-05 best (540 points) put fp8 at 0.6, the edge of
-//! its grid, a second moved that grid down (216 points), and this one brackets the best of both,
-//! which sits inside the grid in every dimension but the MoE overhead, at its floor of zero
+//! the fp8 peak, an H200 reading at 0.97 and an A100 at 0.9 of the H100's bandwidth
+//! efficiencies, and no extra time per MoE layer. [`GRID`] is the fourth search of 2026-12-06,
+//! on 85 anchors: the third's grid (which, after two around the 2026-12-05 best, bracketed fp8
+//! at 0.65 and put the MoE overhead at its floor of zero) with the A100's share added (648
+//! points, 16 min); the best sits inside the grid in every dimension but the MoE overhead
 //! (docs/simulator.md lists them).
 
 use super::{with_calibration, AnchorResult, Split};
@@ -46,6 +46,8 @@ pub struct Grid {
     pub fp8_compute_efficiency: &'static [f64],
     /// Share of the H100's bandwidth efficiencies an H200 reaches.
     pub h200_bandwidth_share: &'static [f64],
+    /// Share of the H100's bandwidth efficiencies an A100 reaches.
+    pub a100_bandwidth_share: &'static [f64],
     /// Extra time per MoE layer every step, ns.
     pub moe_layer_nanos: &'static [f64],
     /// API overhead before scheduling, ms.
@@ -66,6 +68,7 @@ pub const GRID: Grid = Grid {
     v0_per_request_nanos: &[70_000.0, 85_000.0, 100_000.0],
     fp8_compute_efficiency: &[0.7, 0.65, 0.6],
     h200_bandwidth_share: &[1.0, 0.97, 0.95],
+    a100_bandwidth_share: &[1.0, 0.95, 0.9, 0.85],
     moe_layer_nanos: &[0.0, 10_000.0],
     api_overhead_ms: &[18.0],
 };
@@ -120,7 +123,7 @@ impl Grid {
                     })
             })
             .collect();
-        let dimensions: [(&[f64], SetConstant); 11] = [
+        let dimensions: [(&[f64], SetConstant); 12] = [
             (self.per_request_nanos, |c, v| c.per_request_nanos = v),
             (self.prefill_overlap_penalty, |c, v| {
                 c.prefill_overlap_penalty = v
@@ -143,6 +146,7 @@ impl Grid {
                 c.fp8_compute_efficiency = v
             }),
             (self.h200_bandwidth_share, |c, v| c.h200_bandwidth_share = v),
+            (self.a100_bandwidth_share, |c, v| c.a100_bandwidth_share = v),
             (self.moe_layer_nanos, |c, v| c.moe_layer_nanos = v),
         ];
         for (values, set) in dimensions {
@@ -245,6 +249,7 @@ mod tests {
             * GRID.v0_per_request_nanos.len()
             * GRID.fp8_compute_efficiency.len()
             * GRID.h200_bandwidth_share.len()
+            * GRID.a100_bandwidth_share.len()
             * GRID.moe_layer_nanos.len()
             * GRID.api_overhead_ms.len();
         assert_eq!(points.len(), expected);
@@ -254,8 +259,8 @@ mod tests {
         assert!(points.contains(&(Calibration::FITTED, crate::config::DEFAULT_API_OVERHEAD)));
         // The last constant varies fastest: the first two points differ only in it.
         assert_eq!(
-            points[0].0.h200_bandwidth_share,
-            points[1].0.h200_bandwidth_share
+            points[0].0.a100_bandwidth_share,
+            points[1].0.a100_bandwidth_share
         );
         assert_ne!(points[0].0.moe_layer_nanos, points[1].0.moe_layer_nanos);
     }
