@@ -64,6 +64,7 @@ enum Command {
 }
 
 fn main() {
+    end_quietly_when_stdout_closes();
     if let Err(err) = run() {
         // The chain of causes, without a backtrace: these are users' errors, not crashes.
         eprintln!("error: {err:#}");
@@ -93,4 +94,29 @@ fn run() -> anyhow::Result<()> {
         Command::Tune(args) => tune::run(args),
         Command::Dashboards(args) => dashboards::run(args),
     }
+}
+
+/// A reader that stops early (`infergate sim --anchors --json | head`) closes the pipe. Rust
+/// ignores SIGPIPE, so the next `println!` panics with "failed printing to stdout" and a
+/// backtrace, where a Unix filter ends quietly: that one panic exits at once with 141, the
+/// status a shell reports for a process SIGPIPE ended; every other panic reaches the default
+/// hook. Output to a closed pipe has no reader to lose anything to.
+fn end_quietly_when_stdout_closes() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        // EPIPE on Linux and macOS; the panic message carries the error as `Display` shows it.
+        const EPIPE: i32 = 32;
+        const SIGPIPE: i32 = 13;
+        let closed = std::io::Error::from_raw_os_error(EPIPE).to_string();
+        if message.starts_with("failed printing to stdout") && message.contains(&closed) {
+            std::process::exit(128 + SIGPIPE);
+        }
+        default(info);
+    }));
 }

@@ -99,6 +99,24 @@ fn anchors_json_reports_both_sets_and_the_held_out_one_per_gpu_and_model() {
         .all(|a| !a["source"].as_str().unwrap().is_empty()));
 }
 
+/// A reader that stops early closes the pipe before the anchors are printed: the command ends
+/// as a Unix filter does (141, as after SIGPIPE), without a panic or a backtrace on stderr.
+#[test]
+fn a_closed_stdout_ends_the_command_quietly() {
+    let mut child = infergate()
+        .args(["sim", "--anchors", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The anchors take seconds to run: the pipe is closed long before the first line.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(141), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
 /// `docs/simulator.md` lists every anchor with `sim --anchors`'s own rows and summaries, as the
 /// build prints them now: a table regenerated while temporary anchors were in the build, or
 /// left behind by a change of the model or of an anchor, fails here rather than misleading a
