@@ -241,9 +241,15 @@ impl StepTimeModel {
         } else {
             0.0
         };
+        // On a GPU without fp8 tensor cores (A100, A10G) vLLM runs an fp8 checkpoint weight-only
+        // (Marlin's w8a16 kernels): the weights are read as fp8 and the GEMMs run on the bf16
+        // tensor cores at the bf16 rate (`Profile::peak_flops` falls back to it), so the fp8
+        // GEMM share does not apply there.
         let precision_rate = match profile.precision {
-            Precision::Fp8 => calibration.fp8_compute_efficiency,
-            Precision::Bf16 => 1.0,
+            Precision::Fp8 if profile.gpu.peak_flops_fp8.is_some() => {
+                calibration.fp8_compute_efficiency
+            }
+            Precision::Fp8 | Precision::Bf16 => 1.0,
         };
         let dense_rate =
             profile.gpu.prefill_mfu * calibration.mfu_scale * profile.peak_flops() * precision_rate;
@@ -550,6 +556,35 @@ mod tests {
         for gpu in ["h100", "a10g", "l4"] {
             assert_eq!(step(gpu, &Calibration::FITTED), step(gpu, &face), "{gpu}");
         }
+    }
+
+    #[test]
+    fn fp8_weights_on_a_gpu_without_fp8_tensor_cores_compute_at_the_bf16_rate() {
+        let prefill = |model: &str, c: &Calibration| {
+            let p = Profile::lookup(model, "a100-80", 4).unwrap();
+            StepTimeModel::calibrated(&p, c).prefill_tokens_per_second(8_192)
+        };
+        let other_share = Calibration {
+            fp8_compute_efficiency: Calibration::FITTED.fp8_compute_efficiency / 2.0,
+            ..Calibration::FITTED
+        };
+        // The fp8 GEMM share moves nothing on an A100 ...
+        assert_eq!(
+            prefill("qwen3-235b-a22b-fp8", &Calibration::FITTED),
+            prefill("qwen3-235b-a22b-fp8", &other_share)
+        );
+        // ... where the fp8 model prefills as fast as the bf16 one or faster (its weight read,
+        // beside the GEMMs, is half).
+        assert!(
+            prefill("qwen3-235b-a22b-fp8", &Calibration::FITTED)
+                >= prefill("qwen3-235b-a22b", &Calibration::FITTED)
+        );
+        // On an H100 it still applies.
+        let h100 = |c: &Calibration| {
+            let p = Profile::lookup("qwen3-235b-a22b-fp8", "h100", 4).unwrap();
+            StepTimeModel::calibrated(&p, c).prefill_tokens_per_second(8_192)
+        };
+        assert!(h100(&other_share) < h100(&Calibration::FITTED));
     }
 
     #[test]

@@ -34,6 +34,7 @@ const GPUSTACK_32B_H100: &str = "GPUStack Performance Lab, \"Optimizing Qwen3-32
 const GPUSTACK_32B_A100: &str = "GPUStack Performance Lab, \"Optimizing Qwen3-32B Throughput on NVIDIA A100 GPUs\" (github.com/gpustack/gpustack docs/performance-lab/qwen3-32b/a100.md), vLLM v0.11.0 baseline `vllm serve Qwen/Qwen3-32B` (one A100 SXM 80GB, BF16)";
 const GPUSTACK_235B_H100: &str = "GPUStack Performance Lab, \"Optimizing Qwen3-235B-A22B Throughput on NVIDIA H100 GPUs\" (github.com/gpustack/gpustack docs/performance-lab/qwen3-235b-a22b/h100.md), vLLM v0.11.0 baseline `vllm serve Qwen/Qwen3-235B-A22B-Instruct-2507 -tp 8` (BF16)";
 const GPUSTACK_235B_H100_FP8: &str = "GPUStack Performance Lab, \"Optimizing Qwen3-235B-A22B Throughput on NVIDIA H100 GPUs\" (github.com/gpustack/gpustack docs/performance-lab/qwen3-235b-a22b/h100.md), vLLM v0.11.0 optimized `vllm serve Qwen/Qwen3-235B-A22B-Instruct-2507-FP8 -tp 4 --max-num-batched-tokens 16384`";
+const GPUSTACK_235B_A100_FP8: &str = "GPUStack Performance Lab, \"Optimizing Qwen3-235B-A22B Throughput on NVIDIA A100 GPUs\" (github.com/gpustack/gpustack docs/performance-lab/qwen3-235b-a22b/a100.md, commit 9babbd26), vLLM v0.11.0 optimized `vllm serve Qwen/Qwen3-235B-A22B-Instruct-2507-FP8 -tp 4` (fp8 weights, which vLLM runs on the A100 with its Marlin w8a16 kernels, as the page says), one replica of four A100s (the page's \"×2\" is two replicas on its eight GPUs; each run is one), measured with the page's client: `vllm bench serve --backend openai-chat --dataset-name random`, every request at once, 100 prompts of 32,000 tokens in / 100 out, 500 of 4,000 / 200, 500 of 2,000 / 100. Assumed: the A100s the same SXM 80 GB boards as the page's baseline, vLLM's defaults otherwise (the baseline's `max_model_len`)";
 const GPUSTACK_235B_A100: &str = "GPUStack Performance Lab, \"Optimizing Qwen3-235B-A22B Throughput on NVIDIA A100 GPUs\" (github.com/gpustack/gpustack docs/performance-lab/qwen3-235b-a22b/a100.md), vLLM v0.11.0 baseline `vllm serve Qwen/Qwen3-235B-A22B-Instruct-2507 -tp 8` (BF16)";
 const LAMBDA: &str = "Lambda, vllm-benchmark result files (github.com/LambdaLabsML/vllm-benchmark results/prompt_<N>/<GPU>/…_len2000.json), `benchmark_serving.py` on ShareGPT at request rate inf, `--max-model-len 2000 --max-num-seqs 256`; vLLM v0.6.0 with multi-step scheduling inferred from the streamed chunks. Lengths of the 10-prompt runs are the result file's own";
 const LAMBDA_320: &str = "Lambda, vllm-benchmark result files (github.com/LambdaLabsML/vllm-benchmark results/prompt_320/…_len2000.json), 320 ShareGPT prompts at request rate inf, `--max-model-len 2000 --max-num-seqs 256`; each request's lengths are the file's own `input_lens` / `output_lens` (`anchors::lambda`; until 2026-12-05 they were drawn uniformly within ±90 % of the file's means, which left out ShareGPT's long answers, and a burst's duration is its longest answer's). A request the file records with no output is sent for one token";
@@ -228,6 +229,8 @@ const fn aws_level(setup: Setup, concurrency: usize, lengths: Lengths) -> Experi
 const Q235_H100: Setup = Setup::new("qwen3-235b-a22b", "h100", 8);
 const Q235_H100_FP8: Setup = Setup::new("qwen3-235b-a22b-fp8", "h100", 4).batched_tokens(16_384);
 const Q235_A100: Setup = Setup::new("qwen3-235b-a22b", "a100-80", 8);
+/// GPUStack's optimized A100 server: fp8 weights at TP4, one replica of four A100s.
+const Q235_A100_FP8: Setup = Setup::new("qwen3-235b-a22b-fp8", "a100-80", 4);
 /// A server of Lambda's runs: vLLM 0.6 with the repo's `--max-model-len` (2,000 on the A100s,
 /// 2,048 on the H100s) and `--max-num-seqs 256`.
 const fn lambda_server(
@@ -912,5 +915,42 @@ pub const PUBLISHED: &[Published] = &[
         11.0969,
         Fitting,
         AWS_SUITE_P5E,
+    ),
+    // GPUStack's fp8 Qwen3-235B at TP4 on four A100s (appended 2026-12-06). Listed so that the
+    // fitting set gets a 2k-token and a 32k-token burst of an MoE model, which no earlier source
+    // gave it (every GPUStack 235B server held its 2k and 32k rows out and fitted the 4k one):
+    // throughput at 4k (held out), 2k (fitting), the 32k burst's TPOT (held out) and its
+    // throughput (fitting). The order and sets were written before the simulator first ran any.
+    figure(
+        "Qwen3-235B FP8 A100 TP4, 4k in × 500 at once",
+        x(Q235_A100_FP8, burst(500), LONG),
+        Figure::TotalTokensPerSecond,
+        4_633.41,
+        HeldOut,
+        GPUSTACK_235B_A100_FP8,
+    ),
+    figure(
+        "Qwen3-235B FP8 A100 TP4, 2k in × 500 at once",
+        x(Q235_A100_FP8, burst(500), MEDIUM),
+        Figure::TotalTokensPerSecond,
+        5_333.91,
+        Fitting,
+        GPUSTACK_235B_A100_FP8,
+    ),
+    figure(
+        "Qwen3-235B FP8 A100 TP4, 32k in × 100 at once",
+        x(Q235_A100_FP8, burst(100), VERY_LONG),
+        Figure::TpotMeanMs,
+        481.71,
+        HeldOut,
+        GPUSTACK_235B_A100_FP8,
+    ),
+    figure(
+        "Qwen3-235B FP8 A100 TP4, 32k in × 100 at once",
+        x(Q235_A100_FP8, burst(100), VERY_LONG),
+        Figure::TotalTokensPerSecond,
+        4_132.51,
+        Fitting,
+        GPUSTACK_235B_A100_FP8,
     ),
 ];
