@@ -338,9 +338,6 @@ pub enum ProfileError {
     /// The tensor-parallel degree is zero or not a power of two.
     #[error("tp must be a power of two between 1 and 8, got {0}")]
     BadTp(u32),
-    /// fp8 was asked of a GPU without fp8 tensor cores.
-    #[error("gpu `{0}` has no fp8 support")]
-    NoFp8(&'static str),
     /// The weights do not fit in the GPUs' memory.
     #[error("{model} does not fit on {tp}× {gpu}: no memory left for the KV cache")]
     DoesNotFit {
@@ -396,9 +393,9 @@ impl Profile {
         if !(1..=8).contains(&tp) || !tp.is_power_of_two() {
             return Err(ProfileError::BadTp(tp));
         }
-        if precision == Precision::Fp8 && gpu.peak_flops_fp8.is_none() {
-            return Err(ProfileError::NoFp8(gpu.name));
-        }
+        // An fp8 checkpoint on a GPU without fp8 tensor cores (A100, A10G) is what vLLM serves
+        // weight-only with its Marlin w8a16 kernels: fp8 weights, bf16 GEMMs
+        // (`peak_flops` falls back to the bf16 peak).
         let profile = Profile {
             model,
             gpu,
@@ -639,10 +636,11 @@ mod tests {
             Profile::lookup("llama-3.1-8b", "h100", 3),
             Err(ProfileError::BadTp(3))
         );
-        assert_eq!(
-            Profile::lookup("llama-3.1-8b-fp8", "a10g", 1),
-            Err(ProfileError::NoFp8("a10g"))
-        );
+        // fp8 weights on a GPU without fp8 tensor cores: half the weight bytes, the bf16 peak.
+        let w8a16 = Profile::lookup("llama-3.1-8b-fp8", "a10g", 1).unwrap();
+        let bf16 = Profile::lookup("llama-3.1-8b", "a10g", 1).unwrap();
+        assert_eq!(w8a16.peak_flops(), bf16.peak_flops());
+        assert!(w8a16.weight_bytes_per_gpu() < 0.6 * bf16.weight_bytes_per_gpu());
         assert!(matches!(
             Profile::lookup("llama-3.1-70b", "a10g", 1),
             Err(ProfileError::DoesNotFit { .. })

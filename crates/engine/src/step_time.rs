@@ -560,31 +560,28 @@ mod tests {
 
     #[test]
     fn fp8_weights_on_a_gpu_without_fp8_tensor_cores_compute_at_the_bf16_rate() {
-        let prefill = |model: &str, c: &Calibration| {
-            let p = Profile::lookup(model, "a100-80", 4).unwrap();
+        let prefill = |model: &str, gpu: &str, c: &Calibration| {
+            let p = Profile::lookup(model, gpu, 4).unwrap();
             StepTimeModel::calibrated(&p, c).prefill_tokens_per_second(8_192)
         };
         let other_share = Calibration {
             fp8_compute_efficiency: Calibration::FITTED.fp8_compute_efficiency / 2.0,
             ..Calibration::FITTED
         };
+        let fp8 = "llama-3.1-70b-fp8";
         // The fp8 GEMM share moves nothing on an A100 ...
         assert_eq!(
-            prefill("qwen3-235b-a22b-fp8", &Calibration::FITTED),
-            prefill("qwen3-235b-a22b-fp8", &other_share)
+            prefill(fp8, "a100-80", &Calibration::FITTED),
+            prefill(fp8, "a100-80", &other_share)
         );
         // ... where the fp8 model prefills as fast as the bf16 one or faster (its weight read,
         // beside the GEMMs, is half).
         assert!(
-            prefill("qwen3-235b-a22b-fp8", &Calibration::FITTED)
-                >= prefill("qwen3-235b-a22b", &Calibration::FITTED)
+            prefill(fp8, "a100-80", &Calibration::FITTED)
+                >= prefill("llama-3.1-70b", "a100-80", &Calibration::FITTED)
         );
         // On an H100 it still applies.
-        let h100 = |c: &Calibration| {
-            let p = Profile::lookup("qwen3-235b-a22b-fp8", "h100", 4).unwrap();
-            StepTimeModel::calibrated(&p, c).prefill_tokens_per_second(8_192)
-        };
-        assert!(h100(&other_share) < h100(&Calibration::FITTED));
+        assert!(prefill(fp8, "h100", &other_share) < prefill(fp8, "h100", &Calibration::FITTED));
     }
 
     #[test]
