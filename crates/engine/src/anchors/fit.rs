@@ -12,8 +12,9 @@
 //! efficiencies, and no extra time per MoE layer. [`GRID`] is the fourth search of 2026-12-06,
 //! on 85 anchors: the third's grid (which, after two around the 2026-12-05 best, bracketed fp8
 //! at 0.65 and put the MoE overhead at its floor of zero) with the A100's share added (648
-//! points, 16 min); the best sits inside the grid in every dimension but the MoE overhead
-//! (docs/simulator.md lists them).
+//! points, 16 min); the best sits inside the grid in every dimension but the MoE overhead. Run
+//! again after GPUStack's fp8 235B rows on four A100s (89 anchors, 47 fitting), it kept every
+//! constant (docs/simulator.md lists them).
 
 use super::{with_calibration, AnchorResult, Split};
 use crate::step_time::Calibration;
