@@ -15,6 +15,19 @@ pub enum Interconnect {
     Pcie,
 }
 
+/// Which searched share of the H100's bandwidth efficiencies a GPU's reads are priced at
+/// ([`crate::step_time::Calibration::hbm_bandwidth`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemoryFamily {
+    /// Read at the H100's efficiencies, the datasheet bandwidth at face value (H100, A10G, L4).
+    AtH100Efficiency,
+    /// H200: `Calibration::h200_bandwidth_share`.
+    H200,
+    /// Either A100 board (the same GA100 die and memory controller):
+    /// `Calibration::a100_bandwidth_share`.
+    A100,
+}
+
 /// A GPU's datasheet figures plus the two efficiency figures the step-time model uses.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Gpu {
@@ -37,6 +50,8 @@ pub struct Gpu {
     pub interconnect: Interconnect,
     /// vLLM picks larger scheduler limits on big-memory GPUs other than A100.
     pub large_scheduler_defaults: bool,
+    /// The share of the H100's bandwidth efficiencies its reads are priced at.
+    pub memory_family: MemoryFamily,
 }
 
 /// vLLM's default `--gpu-memory-utilization`: the share of each GPU's memory it may use for
@@ -58,6 +73,7 @@ pub const GPUS: &[Gpu] = &[
         prefill_mfu: 0.5,
         interconnect: Interconnect::NvLink,
         large_scheduler_defaults: true,
+        memory_family: MemoryFamily::AtH100Efficiency,
     },
     Gpu {
         name: "h200",
@@ -69,6 +85,7 @@ pub const GPUS: &[Gpu] = &[
         prefill_mfu: 0.5,
         interconnect: Interconnect::NvLink,
         large_scheduler_defaults: true,
+        memory_family: MemoryFamily::H200,
     },
     Gpu {
         name: "a100-80",
@@ -80,6 +97,7 @@ pub const GPUS: &[Gpu] = &[
         prefill_mfu: 0.43,
         interconnect: Interconnect::NvLink,
         large_scheduler_defaults: false,
+        memory_family: MemoryFamily::A100,
     },
     Gpu {
         name: "a100-40",
@@ -91,6 +109,7 @@ pub const GPUS: &[Gpu] = &[
         prefill_mfu: 0.43,
         interconnect: Interconnect::NvLink,
         large_scheduler_defaults: false,
+        memory_family: MemoryFamily::A100,
     },
     Gpu {
         name: "a10g",
@@ -102,6 +121,7 @@ pub const GPUS: &[Gpu] = &[
         prefill_mfu: 0.36,
         interconnect: Interconnect::Pcie,
         large_scheduler_defaults: false,
+        memory_family: MemoryFamily::AtH100Efficiency,
     },
     Gpu {
         name: "l4",
@@ -113,6 +133,7 @@ pub const GPUS: &[Gpu] = &[
         prefill_mfu: 0.36,
         interconnect: Interconnect::Pcie,
         large_scheduler_defaults: false,
+        memory_family: MemoryFamily::AtH100Efficiency,
     },
 ];
 

@@ -23,7 +23,7 @@
 //! measured for bursts of 320 ShareGPT prompts at 256 sequences on A100s (Lambda's runs,
 //! `anchors::published`). Their attention reads stay priced as KV bytes.
 
-use crate::profile::{Gpu, Interconnect, Precision, Profile};
+use crate::profile::{Gpu, Interconnect, MemoryFamily, Precision, Profile};
 use std::time::Duration;
 
 /// What one step computes, accumulated while the scheduler builds the batch.
@@ -187,10 +187,10 @@ impl Calibration {
     /// efficiencies): its datasheet's, but on an H200 or an A100 only the share of the H100's
     /// efficiencies the anchors show it reaching.
     pub fn hbm_bandwidth(&self, gpu: &Gpu) -> f64 {
-        let share = match gpu.name {
-            "h200" => self.h200_bandwidth_share,
-            "a100-80" | "a100-40" => self.a100_bandwidth_share,
-            _ => 1.0,
+        let share = match gpu.memory_family {
+            MemoryFamily::H200 => self.h200_bandwidth_share,
+            MemoryFamily::A100 => self.a100_bandwidth_share,
+            MemoryFamily::AtH100Efficiency => 1.0,
         };
         gpu.hbm_bandwidth * share
     }
