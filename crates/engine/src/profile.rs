@@ -414,9 +414,8 @@ impl Profile {
         if !(1..=8).contains(&tp) || !tp.is_power_of_two() {
             return Err(ProfileError::BadTp(tp));
         }
-        // An fp8 checkpoint on a GPU without fp8 tensor cores (A100, A10G) is what vLLM serves
-        // weight-only with its Marlin w8a16 kernels: fp8 weights, bf16 GEMMs
-        // (`peak_flops` falls back to the bf16 peak).
+        // fp8 on a GPU without fp8 tensor cores is served weight-only
+        // (`Profile::fp8_gemm_peak_flops`).
         let profile = Profile {
             model,
             gpu,
@@ -508,12 +507,21 @@ impl Profile {
         u32::try_from(blocks).unwrap_or(u32::MAX)
     }
 
-    /// Peak FLOP/s of the whole TP group at this precision.
+    /// The fp8 tensor-core peak this profile's GEMMs run at, if they run in fp8: an fp8 model
+    /// on a GPU with fp8 tensor cores. An fp8 checkpoint on a GPU without them is served
+    /// weight-only (vLLM's Marlin w8a16): fp8 weights, bf16 GEMMs.
+    pub fn fp8_gemm_peak_flops(&self) -> Option<f64> {
+        match self.precision {
+            Precision::Fp8 => self.gpu.peak_flops_fp8,
+            Precision::Bf16 => None,
+        }
+    }
+
+    /// Peak FLOP/s of the whole TP group for this profile's GEMMs.
     pub fn peak_flops(&self) -> f64 {
-        let per_gpu = match self.precision {
-            Precision::Bf16 => self.gpu.peak_flops_bf16,
-            Precision::Fp8 => self.gpu.peak_flops_fp8.unwrap_or(self.gpu.peak_flops_bf16),
-        };
+        let per_gpu = self
+            .fp8_gemm_peak_flops()
+            .unwrap_or(self.gpu.peak_flops_bf16);
         per_gpu * f64::from(self.tp)
     }
 

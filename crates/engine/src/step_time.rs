@@ -23,7 +23,7 @@
 //! measured for bursts of 320 ShareGPT prompts at 256 sequences on A100s (Lambda's runs,
 //! `anchors::published`). Their attention reads stay priced as KV bytes.
 
-use crate::profile::{Gpu, Interconnect, MemoryFamily, Precision, Profile};
+use crate::profile::{Gpu, Interconnect, MemoryFamily, Profile};
 use std::time::Duration;
 
 /// What one step computes, accumulated while the scheduler builds the batch.
@@ -242,15 +242,12 @@ impl StepTimeModel {
         } else {
             0.0
         };
-        // On a GPU without fp8 tensor cores (A100, A10G) vLLM runs an fp8 checkpoint weight-only
-        // (Marlin's w8a16 kernels): the weights are read as fp8 and the GEMMs run on the bf16
-        // tensor cores at the bf16 rate (`Profile::peak_flops` falls back to it), so the fp8
-        // GEMM share does not apply there.
-        let precision_rate = match profile.precision {
-            Precision::Fp8 if profile.gpu.peak_flops_fp8.is_some() => {
-                calibration.fp8_compute_efficiency
-            }
-            Precision::Fp8 | Precision::Bf16 => 1.0,
+        // The fp8 GEMM share applies only where the GEMMs run in fp8; a w8a16 profile's run at
+        // the bf16 rate.
+        let precision_rate = if profile.fp8_gemm_peak_flops().is_some() {
+            calibration.fp8_compute_efficiency
+        } else {
+            1.0
         };
         let dense_rate =
             profile.gpu.prefill_mfu * calibration.mfu_scale * profile.peak_flops() * precision_rate;
