@@ -114,13 +114,15 @@ fn the_out_of_sample_error_stays_where_it_was_measured() {
         .map(|r| r.experiment)
         .collect();
     assert!(not_run.is_empty(), "{not_run:?}");
-    // Measured 10.5 % over 42, mean 14.8 % (fitted 3.8 % over 47; docs/simulator.md,
-    // 2026-12-06, after GPUStack's fp8 235B rows on four A100s): a guard against getting
-    // worse, not the goal (10 %). Over the 40 before those rows it read 10.5 % (mean 14.5 %)
-    // with the A100's bandwidth share, 10.8 % (mean 14.6 %) before it, and 10.4 % (mean 17.0 %)
-    // on the constants before the MoE step change of the same day.
+    // Measured 8.8 % over 42, mean 13.4 % (fitted 3.7 % over 47; docs/simulator.md,
+    // 2026-12-06, after attention in MoE models moved to the dense rate and the search that
+    // followed): the goal is 10 %, and this guards against getting worse than what was
+    // measured. Before that change it read 10.5 % (mean 14.8 %); over the 40 before GPUStack's
+    // fp8 235B rows on four A100s, 10.5 % (mean 14.5 %) with the A100's bandwidth share,
+    // 10.8 % (mean 14.6 %) before it, and 10.4 % (mean 17.0 %) on the constants before the MoE
+    // step change of the same day.
     assert!(
-        held.median_error <= 0.107,
+        held.median_error <= 0.09,
         "held-out median {:.1} %",
         held.median_error * 100.0
     );
@@ -130,7 +132,7 @@ fn the_out_of_sample_error_stays_where_it_was_measured() {
         .map(|r| r.error().abs())
         .collect();
     let mean = held_out.iter().sum::<f64>() / held_out.len() as f64;
-    assert!(mean <= 0.15, "held-out mean {:.1} %", mean * 100.0);
+    assert!(mean <= 0.14, "held-out mean {:.1} %", mean * 100.0);
     assert!(
         fitted.median_error <= 0.05,
         "fitted median {:.1} %",

@@ -4,17 +4,21 @@
 //! the fitting anchors only: the mean over profiles of each profile's median error ([`score`]), among the points that keep every reference anchor within its tolerance. The held-out
 //! anchors are never run here (a test checks it). [`Calibration::FITTED`] is this search's best
 //! point on [`GRID`] (`cargo run --release -p infergate-engine --example calibrate`, about
-//! 16 min on two cores): the first wave's constants, which the reference's anchors still pick, an
-//! MoE compute efficiency of 0.4 on every FLOP of an MoE model (on the routed experts alone it
-//! scored 0.1096 at best against 0.1086 in an earlier search), decode FLOPs at the prefill MFU,
-//! a 25 µs NVLink all-reduce, an 85 µs per-request overhead for vLLM V0, fp8 GEMMs at 0.65 of
-//! the fp8 peak, an H200 reading at 0.97 and an A100 at 0.9 of the H100's bandwidth
-//! efficiencies, and no extra time per MoE layer. [`GRID`] is the fourth search of 2026-12-06,
-//! on 85 anchors: the third's grid (which, after two around the 2026-12-05 best, bracketed fp8
-//! at 0.65 and put the MoE overhead at its floor of zero) with the A100's share added (648
-//! points, 16 min); the best sits inside the grid in every dimension but the MoE overhead. Run
-//! again after GPUStack's fp8 235B rows on four A100s (89 anchors, 47 fitting), it kept every
-//! constant (docs/simulator.md lists them).
+//! 24 min on two cores): the first wave's constants, which the reference's anchors still pick, an
+//! MoE compute efficiency of 0.375 on every per-token GEMM FLOP of an MoE model (attention runs
+//! at the dense rate; on the routed experts alone the MoE rate scored 0.1096 at best against
+//! 0.1086 in an earlier search), decode FLOPs at the prefill MFU, a 25 µs NVLink all-reduce, an
+//! 85 µs per-request overhead for vLLM V0, fp8 GEMMs at 0.6 of the fp8 peak, an H200 reading at
+//! 0.97 and an A100 at 0.9 of the H100's bandwidth efficiencies, and no extra time per MoE
+//! layer. [`GRID`] is the fifth search of 2026-12-06, on 89 anchors (47 fitting), after
+//! attention in MoE models moved to the dense rate: the MoE efficiency searched again, beside
+//! the constants the earlier searches left near an MoE anchor (the all-reduce, fp8, the two
+//! bandwidth shares, the MoE layer overhead); V0's overhead, which no MoE anchor reads, stays at
+//! the 85 µs those searches bracketed (810 points, 24 min).
+//! Its best, score 0.1440, ties at an A100 share of 0.85 and 0.9; the shipped 0.9 is the value
+//! before. A 27-point search around it (MoE efficiency 0.4 / 0.375 / 0.35, fp8 0.6 / 0.55 / 0.5,
+//! the A100's share 0.9 / 0.85 / 0.8) bracketed fp8 at 0.6, which sat at this grid's edge
+//! (docs/simulator.md lists both).
 
 use super::{with_calibration, AnchorResult, Split};
 use crate::step_time::Calibration;
@@ -62,14 +66,14 @@ pub const GRID: Grid = Grid {
     weight_bandwidth_efficiency: &[0.88],
     kv_bandwidth_efficiency: &[0.5],
     mfu_scale: &[1.4],
-    moe_compute_efficiency: &[0.4],
+    moe_compute_efficiency: &[0.4, 0.375, 0.35, 0.325, 0.3],
     moe_experts_only: &[false],
     decode_compute_efficiency: &[Some(1.0)],
     nvlink_all_reduce_nanos: &[20_000.0, 25_000.0, 30_000.0],
-    v0_per_request_nanos: &[70_000.0, 85_000.0, 100_000.0],
+    v0_per_request_nanos: &[85_000.0],
     fp8_compute_efficiency: &[0.7, 0.65, 0.6],
     h200_bandwidth_share: &[1.0, 0.97, 0.95],
-    a100_bandwidth_share: &[1.0, 0.95, 0.9, 0.85],
+    a100_bandwidth_share: &[0.95, 0.9, 0.85],
     moe_layer_nanos: &[0.0, 10_000.0],
     api_overhead_ms: &[18.0],
 };
