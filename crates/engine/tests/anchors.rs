@@ -52,7 +52,7 @@ fn every_published_anchor_runs_on_the_profile_it_names() {
             Measure::Ratio(a, b, _) => vec![a.setup, b.setup],
         };
         for s in setups {
-            // An unknown triple would run on the instant profile and measure nothing.
+            // An unknown triple does not run: its anchor would read as not reproduced.
             assert!(
                 Profile::lookup(s.model, s.gpu, s.tp).is_ok(),
                 "{}: {}/{}/tp{}",

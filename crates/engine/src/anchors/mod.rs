@@ -239,9 +239,10 @@ fn client_cv_override() -> Option<f64> {
 }
 
 /// An engine on `model`/`gpu`/`tp` with vLLM's defaults, the override's constants if one is set,
-/// then `edit`; the instant profile if the triple is unknown (a table test catches that).
-fn engine(model: &str, gpu: &str, tp: u32, edit: impl FnOnce(&mut EngineConfig)) -> Engine {
-    let profile = Profile::lookup(model, gpu, tp).unwrap_or_else(|_| Profile::instant());
+/// then `edit`; `None` if the triple is not a profile, so the anchor's prediction is NaN and it
+/// counts as not reproduced (the worst miss) rather than as a run on some other profile.
+fn engine(model: &str, gpu: &str, tp: u32, edit: impl FnOnce(&mut EngineConfig)) -> Option<Engine> {
+    let profile = Profile::lookup(model, gpu, tp).ok()?;
     let mut config = EngineConfig::new(profile);
     config.report_every_token = true;
     if let Some((calibration, overhead, _)) = OVERRIDE.with(|o| o.get()) {
@@ -249,5 +250,5 @@ fn engine(model: &str, gpu: &str, tp: u32, edit: impl FnOnce(&mut EngineConfig))
         config.api_overhead = overhead;
     }
     edit(&mut config);
-    Engine::new(config)
+    Some(Engine::new(config))
 }

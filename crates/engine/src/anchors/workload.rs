@@ -323,10 +323,13 @@ pub struct Experiment {
 }
 
 impl Experiment {
-    /// The figure this experiment predicts (seed 1: the same run each time).
+    /// The figure this experiment predicts (seed 1: the same run each time); NaN when its setup
+    /// names no profile.
     pub fn predict(&self, figure: Figure) -> f64 {
         let setup = self.setup;
-        let mut e = engine(setup.model, setup.gpu, setup.tp, |c| setup.apply(c));
+        let Some(mut e) = engine(setup.model, setup.gpu, setup.tp, |c| setup.apply(c)) else {
+            return f64::NAN;
+        };
         let mut rng = SplitMix64::new(1);
         let (count, cap) = match self.load {
             Load::Closed {
@@ -587,5 +590,27 @@ mod tests {
             lengths: Lengths::CycledAfterWarmup(THREE),
         };
         assert!(uncached.predict(Figure::TtftMeanMs) > cold_ttft * 0.8);
+    }
+
+    #[test]
+    fn an_experiment_on_a_triple_that_is_no_profile_predicts_nothing() {
+        // An unknown model or GPU is no profile: the experiment must not run on some other
+        // profile in its place (it ran on the instant profile once, and printed billions of
+        // tokens a second).
+        let run = |setup: Setup| {
+            Experiment {
+                setup,
+                load: Load::Closed {
+                    concurrency: 1,
+                    requests: 4,
+                },
+                lengths: Lengths::Fixed(1_000, 20),
+            }
+            .predict(Figure::TtftMeanMs)
+        };
+        assert!(run(Setup::new("no-such-model", "h100", 1)).is_nan());
+        assert!(run(Setup::new("llama-3.1-8b", "no-such-gpu", 1)).is_nan());
+        // The same experiment on a real profile runs.
+        assert!(run(Setup::new("llama-3.1-8b", "h100", 1)).is_finite());
     }
 }
