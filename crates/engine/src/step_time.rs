@@ -216,8 +216,8 @@ pub struct StepTimeModel {
     fixed_nanos: f64,
     per_request_nanos: f64,
     weight_read_divisor: f64,
-    /// Seconds of GEMMs per prefill token: the dense part at the dense rate, the routed
-    /// experts' at the MoE rate.
+    /// Seconds of GEMMs per prefill token: the routed experts' at the MoE rate, the rest at the
+    /// rate [`Calibration::moe_experts_only`] picks (the dense one, or the MoE one too).
     prefill_seconds_per_token: f64,
     /// Seconds of attention per token pair of a prefill chunk, at the dense rate in every model.
     attention_seconds_per_pair: f64,
